@@ -1,0 +1,121 @@
+"""Reading JSONL strictly: lines split on b"\\n" only, UTF-8, one JSON object per line.
+
+Pure functions, no database. Each problem becomes a `LineError` carrying the
+1-based line number and a reason a person can act on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+CHUNK_BYTES = 1 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass(frozen=True, slots=True)
+class LineError:
+    line_no: int
+    reason: str
+    excerpt: str = ""
+
+
+class RecordError(ValueError):
+    """A line's content is not acceptable; the message is the reason shown to the user."""
+
+
+def excerpt_of(raw: bytes, limit: int = 160) -> str:
+    text = raw[:limit].decode("utf-8", errors="backslashreplace")
+    return text + ("…" if len(raw) > limit else "")
+
+
+def iter_lines(stream: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, bytes, bool]]:
+    """Yield (line_no, raw, too_long) for every line, split on b"\\n" only.
+
+    A line longer than max_line_bytes is not held in memory: its first bytes are
+    kept for the excerpt and the rest is skipped up to the next newline.
+    """
+    line_no = 0
+    pending = b""
+    oversized = False
+    while True:
+        chunk = stream.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end == -1:
+                if not oversized:
+                    pending += chunk[start:]
+                    if len(pending) > max_line_bytes:
+                        pending = pending[:200]
+                        oversized = True
+                break
+            line_no += 1
+            if oversized:
+                yield line_no, pending, True
+            else:
+                line = pending + chunk[start:end] if pending else chunk[start:end]
+                yield line_no, line, len(line) > max_line_bytes
+            pending = b""
+            oversized = False
+            start = end + 1
+    if pending or oversized:
+        yield line_no + 1, pending, oversized
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise RecordError(f"duplicate key {key!r} in one object")
+            seen.add(key)
+    return obj
+
+
+def _reject_constant(name: str) -> Any:
+    raise RecordError(f"{name} is not valid JSON (numbers must be finite)")
+
+
+_decoder = json.JSONDecoder(object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant)
+
+
+def decode_line(raw: bytes, line_no: int) -> dict[str, Any]:
+    """Decode one line into a JSON object, or raise RecordError with the reason."""
+    if line_no == 1 and raw.startswith(UTF8_BOM):
+        raw = raw[len(UTF8_BOM) :]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RecordError(
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+            "save the file as UTF-8"
+        ) from None
+    try:
+        value = _decoder.decode(text)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise RecordError("invalid JSON: nested too deeply") from None
+    if not isinstance(value, dict):
+        raise RecordError(f"a line must hold a JSON object, not {json_type_name(value)}")
+    return value
+
+
+def json_type_name(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

@@ -1,0 +1,52 @@
+"""python manage.py export_bench [--out FILE] [--run ID ...] — write canonical JSONL."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from benchmarks.exporter import export_lines
+from benchmarks.models import Run
+
+
+class Command(BaseCommand):
+    help = "Export runs as canonical kvlab.bench/1 JSONL (standard output unless --out)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--out", help="file to write; written whole or not at all")
+        parser.add_argument("--run", action="append", default=[], help="run id to export (repeatable)")
+
+    def handle(self, *args: Any, out: str | None, run: list[str], **options: Any) -> None:
+        runs = Run.objects.all()
+        if run:
+            runs = runs.filter(key__in=run)
+            missing = set(run) - set(runs.values_list("key", flat=True))
+            if missing:
+                raise CommandError(f"unknown run id(s): {', '.join(sorted(missing))}")
+        if out is None:
+            try:
+                for line in export_lines(runs):
+                    sys.stdout.buffer.write(line)
+                sys.stdout.buffer.flush()
+            except BrokenPipeError:  # `export_bench | head` closed the pipe early
+                sys.stderr.close()
+            return
+        target = Path(out)
+        # Write beside the target and rename, so a failed export never leaves half a file.
+        fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
+        n = 0
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                for line in export_lines(runs):
+                    fh.write(line)
+                    n += 1
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self.stderr.write(f"wrote {n} records of {runs.count()} runs to {target}")

@@ -1,0 +1,198 @@
+"""Benchmark history: runs, their requests, and the file imports that brought them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
+
+
+class Run(models.Model):
+    """One benchmark execution, imported or executed, with aggregates of its requests."""
+
+    class Source(models.TextChoices):
+        IMPORTED = "imported"
+        EXECUTED = "executed"
+
+    class WallSource(models.TextChoices):
+        REPORTED = "reported", "reported by the record"
+        DERIVED = "derived", "longest request elapsed"
+
+    key = models.CharField("run id", max_length=200, unique=True)
+    source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORTED)
+    label = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200)
+    gpu = models.CharField("GPU", max_length=200, blank=True)
+    vram_total_mib = models.PositiveIntegerField("VRAM total (MiB)", null=True)
+    vram_used_mib = models.PositiveIntegerField("VRAM used (MiB)", null=True)
+    wall_s = models.FloatField("reported wall time (s)", null=True)
+
+    # Server configuration, as the record states it.
+    ctx_size = models.PositiveIntegerField("ctx size (-c)", null=True)
+    parallel = models.PositiveIntegerField("parallel (-np)", null=True)
+    kv_unified = models.BooleanField("unified KV", null=True)
+    cache_type_k = models.CharField("K cache type", max_length=8, blank=True)
+    cache_type_v = models.CharField("V cache type", max_length=8, blank=True)
+    kv_offload = models.BooleanField("KV on GPU", null=True)
+    flash_attn = models.CharField("flash attention", max_length=4, blank=True)
+    # Workload.
+    concurrency = models.PositiveIntegerField(null=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    first_import = models.ForeignKey("FileImport", null=True, on_delete=models.SET_NULL, related_name="+")
+
+    # Aggregates of the requests, kept current by refresh_summary() so that the run
+    # list can filter and sort 100,000 runs without touching their requests.
+    started_at = models.DateTimeField(null=True)
+    n_requests = models.PositiveIntegerField(default=0)
+    n_ok = models.PositiveIntegerField(default=0)
+    prompt_tokens_max = models.PositiveIntegerField(null=True)
+    n_predict_max = models.IntegerField(null=True)
+    output_tokens_total = models.PositiveBigIntegerField(null=True)
+    tok_s_mean = models.FloatField(null=True)
+    tok_s_min = models.FloatField(null=True)
+    tok_s_max = models.FloatField(null=True)
+    effective_wall_s = models.FloatField(null=True)
+    effective_wall_source = models.CharField(max_length=8, choices=WallSource.choices, blank=True)
+    throughput_tok_s = models.FloatField(null=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        indexes = [
+            # run list default order and date-range filter
+            models.Index(fields=["started_at", "id"], name="run_started_idx"),
+            # run list filters by model / GPU / label
+            models.Index(fields=["model", "started_at"], name="run_model_idx"),
+            models.Index(fields=["gpu", "started_at"], name="run_gpu_idx"),
+            models.Index(fields=["label", "started_at"], name="run_label_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(n_ok__lte=F("n_requests")), name="run_ok_le_requests"),
+            models.CheckConstraint(condition=~Q(key=""), name="run_key_not_empty"),
+            models.CheckConstraint(condition=~Q(model=""), name="run_model_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    def record_values(self) -> dict[str, Any]:
+        """The run's fields under their canonical record names, absent ones as None."""
+        values = {name: getattr(self, "key" if name == "run_id" else name) for name in RUN_FIELD_NAMES}
+        return {name: (None if value == "" else value) for name, value in values.items()}
+
+    @property
+    def success_rate(self) -> float | None:
+        return self.n_ok / self.n_requests if self.n_requests else None
+
+    @property
+    def outcome(self) -> str:
+        if self.n_requests == 0:
+            return "empty"
+        if self.n_ok == self.n_requests:
+            return "ok"
+        return "failed" if self.n_ok == 0 else "partial"
+
+
+class RequestResult(models.Model):
+    """One request of a run, as recorded."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="requests")
+    seq = models.PositiveIntegerField(help_text="order within the run")
+    ts = models.DateTimeField(null=True)
+    ok = models.BooleanField()
+    http_status = models.PositiveSmallIntegerField("HTTP status", null=True)
+    error = models.TextField(blank=True)
+    error_type = models.CharField(max_length=24, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True)
+    n_predict = models.IntegerField(null=True)
+    output_tokens = models.PositiveIntegerField(null=True)
+    tok_s = models.FloatField("tok/s", null=True)
+    elapsed_s = models.FloatField(null=True)
+    ttft_s = models.FloatField("TTFT (s)", null=True)
+    extra = models.JSONField(default=dict, blank=True)
+    # Idempotent imports: identical records of a run are told apart by occurrence.
+    content_hash = models.CharField(max_length=32)
+    occurrence = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "content_hash", "occurrence"], name="request_unique_content"),
+            models.UniqueConstraint(fields=["run", "seq"], name="request_unique_seq"),
+            models.CheckConstraint(condition=Q(n_predict__gte=-1), name="request_n_predict_valid"),
+            models.CheckConstraint(condition=Q(tok_s__gte=0) | Q(tok_s__isnull=True), name="request_tok_s_nonneg"),
+            models.CheckConstraint(
+                condition=Q(http_status__gte=100, http_status__lte=599) | Q(http_status__isnull=True),
+                name="request_http_status_valid",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq}"
+
+    def record_values(self) -> dict[str, Any]:
+        """The request's fields under their canonical record names, absent ones as None."""
+        values = {name: getattr(self, name) for name in REQUEST_FIELD_NAMES}
+        return {name: (None if value == "" else value) for name, value in values.items()}
+
+
+class FileImport(models.Model):
+    """One attempt to import a file: its counts and, when rejected, every reason."""
+
+    class Origin(models.TextChoices):
+        UPLOAD = "upload"
+        COMMAND = "command", "command line"
+        DEMO = "demo"
+
+    class Status(models.TextChoices):
+        IMPORTED = "imported"
+        REJECTED = "rejected"
+
+    filename = models.CharField(max_length=255)
+    sha256 = models.CharField(max_length=64)
+    size_bytes = models.PositiveBigIntegerField()
+    origin = models.CharField(max_length=16, choices=Origin.choices)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    n_read = models.PositiveIntegerField("records read", default=0)
+    n_blank = models.PositiveIntegerField("blank lines", default=0)
+    n_imported = models.PositiveIntegerField(default=0)
+    n_duplicate = models.PositiveIntegerField(default=0)
+    n_rejected = models.PositiveIntegerField(default=0)
+    n_runs = models.PositiveIntegerField("runs touched", default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # import_bench --if-new: has this file been imported before?
+            models.Index(fields=["sha256", "status"], name="import_sha_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status="rejected") | Q(n_rejected=0), name="import_imported_has_no_rejects"
+            ),
+            models.CheckConstraint(
+                condition=Q(status="imported") | Q(n_imported=0), name="import_rejected_stores_nothing"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.filename} ({self.status})"
+
+
+class RejectedLine(models.Model):
+    file_import = models.ForeignKey(FileImport, on_delete=models.CASCADE, related_name="rejected_lines")
+    line_no = models.PositiveIntegerField()
+    reason = models.TextField()
+    excerpt = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["file_import", "line_no"]
+
+    def __str__(self) -> str:
+        return f"line {self.line_no}: {self.reason}"

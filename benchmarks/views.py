@@ -1,0 +1,166 @@
+"""Views of the benchmark history: browse, open, compare, import and export runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
+
+from .comparison import compare_rows
+from .exporter import export_lines
+from .forms import CompareForm, ImportForm, RunFilterForm
+from .importer import import_bench_file
+from .models import FileImport, RequestResult, Run
+from .uploads import SizeLimitUploadHandler, declared_length
+
+REQUESTS_PER_PAGE = 200
+REJECTS_PER_PAGE = 500
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    return redirect("run-list")
+
+
+@require_GET
+def run_list(request: HtmxHttpRequest) -> HttpResponse:
+    form = RunFilterForm(request.GET)
+    status = 200
+    if form.is_valid():
+        runs = form.filter(Run.objects.all())
+        per_page = form.cleaned_data["per_page"]
+        page_no = form.cleaned_data.get("page") or 1
+    else:
+        runs, per_page, page_no, status = Run.objects.none(), 50, 1, 400
+    page = Paginator(runs, per_page).get_page(page_no)
+    template = "benchmarks/run_list.html#run-table" if request.htmx else "benchmarks/run_list.html"
+    return render(request, template, {"form": form, "page": page, "sort": form.sort}, status=status)
+
+
+@require_GET
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    page = Paginator(run.requests.order_by("seq"), REQUESTS_PER_PAGE).get_page(request.GET.get("page"))
+    failures = (
+        run.requests.filter(ok=False).values("error_type").annotate(n=Count("id")).order_by("-n", "error_type")
+    )
+    return render(request, "benchmarks/run_detail.html", {"run": run, "page": page, "failures": failures})
+
+
+@require_GET
+def run_compare(request: HttpRequest) -> HttpResponse:
+    form = CompareForm(request.GET)
+    if not form.is_valid():
+        return render(request, "benchmarks/run_compare.html", {"form": form}, status=400)
+    ids = form.cleaned_data["run"]
+    runs_by_id = Run.objects.in_bulk(ids)
+    missing = [i for i in ids if i not in runs_by_id]
+    if missing:
+        return render(
+            request,
+            "benchmarks/run_compare.html",
+            {"form": form, "missing": missing},
+            status=404,
+        )
+    runs = [runs_by_id[i] for i in ids]
+    failures: dict[int, dict[str, int]] = {i: {} for i in ids}
+    for row in (
+        RequestResult.objects.filter(run_id__in=ids, ok=False)
+        .values("run_id", "error_type")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        failures[row["run_id"]][row["error_type"] or "other"] = row["n"]
+    context = {"form": form, "runs": runs, "rows": compare_rows(runs, failures)}
+    return render(request, "benchmarks/run_compare.html", context)
+
+
+@require_GET
+def export_download(request: HttpRequest) -> HttpResponse:
+    form = RunFilterForm(request.GET)
+    if not form.is_valid():
+        return render(request, "benchmarks/run_list.html", {"form": form, "page": None}, status=400)
+    runs = form.filter(Run.objects.all())
+    stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
+    response = StreamingHttpResponse(export_lines(runs), content_type="application/x-ndjson")
+    response["Content-Disposition"] = f'attachment; filename="kvlab-runs-{stamp}.jsonl"'
+    return response
+
+
+@require_GET
+def import_list(request: HttpRequest) -> HttpResponse:
+    page = Paginator(FileImport.objects.select_related("user"), 50).get_page(request.GET.get("page"))
+    return render(request, "benchmarks/import_list.html", {"page": page})
+
+
+@require_GET
+def import_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    file_import = get_object_or_404(FileImport.objects.select_related("user"), pk=pk)
+    return _render_import(request, file_import)
+
+
+def _render_import(request: HttpRequest, file_import: FileImport, status: int = 200) -> HttpResponse:
+    rejects = Paginator(file_import.rejected_lines.all(), REJECTS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"file_import": file_import, "rejects": rejects}
+    return render(request, "benchmarks/import_detail.html", context, status=status)
+
+
+@csrf_exempt  # CSRF is checked by import_upload_checked, after the size limit is in place
+@login_required
+@require_http_methods(["GET", "POST"])
+def import_upload(request: HttpRequest) -> HttpResponse:
+    limit = settings.KVLAB_UPLOAD_MAX_BYTES
+    if request.method == "POST":
+        if declared_length(request) > limit:
+            return _too_large(request, limit)
+        request.upload_handlers.insert(0, SizeLimitUploadHandler(request, limit))
+    return import_upload_checked(request)
+
+
+@csrf_protect
+def import_upload_checked(request: HttpRequest) -> HttpResponse:
+    limit = settings.KVLAB_UPLOAD_MAX_BYTES
+    if request.method == "GET":
+        return render(request, "benchmarks/import_form.html", {"form": ImportForm(), "limit": limit})
+    form = ImportForm(request.POST, request.FILES)
+    if getattr(request, "upload_too_large", False):
+        return _too_large(request, limit)
+    if not form.is_valid():
+        return render(request, "benchmarks/import_form.html", {"form": form, "limit": limit}, status=400)
+    upload = form.cleaned_data["file"]
+    file_import = import_bench_file(
+        upload, filename=upload.name, origin=FileImport.Origin.UPLOAD, user=request.user
+    )
+    if file_import.status == FileImport.Status.REJECTED:
+        return _render_import(request, file_import, status=422)
+    messages.success(
+        request,
+        f"Imported {file_import.n_imported} records ({file_import.n_duplicate} duplicates) "
+        f"into {file_import.n_runs} runs.",
+    )
+    url = reverse("import-detail", args=[file_import.pk])
+    if getattr(request, "htmx", False):
+        return HttpResponseClientRedirect(url)
+    return HttpResponseRedirect(url)
+
+
+def _too_large(request: HttpRequest, limit: int) -> HttpResponse:
+    form = ImportForm()
+    context: dict[str, Any] = {"form": form, "limit": limit, "too_large": True}
+    return render(request, "benchmarks/import_form.html", context, status=413)
