@@ -85,7 +85,7 @@ class RunFilterForm(forms.Form):
         return runs.order_by(order, "-id" if sort.startswith("-") else "id")
 
     @property
-    def sort(self) -> str:
+    def current_sort(self) -> str:
         return (self.cleaned_data.get("sort") if self.is_valid() else None) or "-date"
 
 

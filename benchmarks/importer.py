@@ -7,8 +7,8 @@ with each rejected line's number and reason (and no run or request stored).
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import IO, Any
 
 from django.conf import settings
@@ -144,8 +144,7 @@ def _conflicts(parsed_run: ParsedRun, stored: Run) -> list[LineError]:
             return [
                 LineError(
                     line,
-                    f"run {parsed_run.key!r} is already stored with {name!r} = {current!r}; "
-                    f"this file says {value!r}",
+                    f"run {parsed_run.key!r} is already stored with {name!r} = {current!r}; this file says {value!r}",
                 )
             ]
     return []

@@ -13,6 +13,7 @@ from typing import IO, Any
 
 CHUNK_BYTES = 1 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
+EXCERPT_KEPT = 200  # bytes of an over-long line kept for its excerpt
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,7 @@ def iter_lines(stream: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, by
                 if not oversized:
                     pending += chunk[start:]
                     if len(pending) > max_line_bytes:
-                        pending = pending[:200]
+                        pending = pending[:EXCERPT_KEPT]
                         oversized = True
                 break
             line_no += 1
@@ -59,7 +60,10 @@ def iter_lines(stream: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, by
                 yield line_no, pending, True
             else:
                 line = pending + chunk[start:end] if pending else chunk[start:end]
-                yield line_no, line, len(line) > max_line_bytes
+                if len(line) > max_line_bytes:
+                    yield line_no, line[:EXCERPT_KEPT], True
+                else:
+                    yield line_no, line, False
             pending = b""
             oversized = False
             start = end + 1
@@ -93,8 +97,7 @@ def decode_line(raw: bytes, line_no: int) -> dict[str, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RecordError(
-            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
-            "save the file as UTF-8"
+            f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); save the file as UTF-8"
         ) from None
     try:
         value = _decoder.decode(text)

@@ -50,16 +50,14 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
         runs, per_page, page_no, status = Run.objects.none(), 50, 1, 400
     page = Paginator(runs, per_page).get_page(page_no)
     template = "benchmarks/run_list.html#run-table" if request.htmx else "benchmarks/run_list.html"
-    return render(request, template, {"form": form, "page": page, "sort": form.sort}, status=status)
+    return render(request, template, {"form": form, "page": page, "sort": form.current_sort}, status=status)
 
 
 @require_GET
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
     page = Paginator(run.requests.order_by("seq"), REQUESTS_PER_PAGE).get_page(request.GET.get("page"))
-    failures = (
-        run.requests.filter(ok=False).values("error_type").annotate(n=Count("id")).order_by("-n", "error_type")
-    )
+    failures = run.requests.filter(ok=False).values("error_type").annotate(n=Count("id")).order_by("-n", "error_type")
     return render(request, "benchmarks/run_detail.html", {"run": run, "page": page, "failures": failures})
 
 
@@ -144,9 +142,7 @@ def import_upload_checked(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "benchmarks/import_form.html", {"form": form, "limit": limit}, status=400)
     upload = form.cleaned_data["file"]
-    file_import = import_bench_file(
-        upload, filename=upload.name, origin=FileImport.Origin.UPLOAD, user=request.user
-    )
+    file_import = import_bench_file(upload, filename=upload.name, origin=FileImport.Origin.UPLOAD, user=request.user)
     if file_import.status == FileImport.Status.REJECTED:
         return _render_import(request, file_import, status=422)
     messages.success(

@@ -1,0 +1,51 @@
+# kvlab — `make run` sets up and starts everything; `make test` sets up and runs the suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO := data/demo/bench_results.jsonl
+
+.PHONY: run test setup bench lint format user check-python
+
+run: setup
+	scripts/run.sh
+
+test: setup $(VENV)/.dev-installed
+	scripts/ensure-redis.sh
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/pytest
+
+setup: $(VENV)/.installed
+	$(BIN)/python manage.py migrate --verbosity 0
+	$(BIN)/python manage.py import_bench --if-new --demo $(DEMO)
+
+bench: setup $(VENV)/.dev-installed
+	$(BIN)/python bench/import_speed.py
+	$(BIN)/python bench/run_list_speed.py
+
+lint: $(VENV)/.dev-installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(VENV)/.dev-installed
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+user: setup
+	$(BIN)/python manage.py createsuperuser
+
+check-python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "kvlab needs Python 3.11 or newer; found " + sys.version.split()[0])'
+
+$(BIN)/python: | check-python
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: requirements.txt | $(BIN)/python
+	$(BIN)/pip install --quiet -r requirements.txt
+	touch $@
+
+$(VENV)/.dev-installed: requirements-dev.txt $(VENV)/.installed
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@

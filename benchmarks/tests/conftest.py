@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.test import Client
+
+from benchmarks.importer import import_bench_file
+from benchmarks.models import FileImport
+
+DEMO_PATH = Path(settings.BASE_DIR) / "data" / "demo" / "bench_results.jsonl"
+
+
+def flat(**overrides: Any) -> dict[str, Any]:
+    """A valid flat-shape record; override or drop (value ...) fields per test."""
+    record: dict[str, Any] = {
+        "ts": "2026-10-01T12:00:00Z",
+        "run": "r1",
+        "label": "base",
+        "model": "tiny.gguf",
+        "gpu": "RTX 4090",
+        "ctx_size": 8192,
+        "parallel": 2,
+        "kv_unified": False,
+        "cache_type_k": "f16",
+        "cache_type_v": "f16",
+        "kv_offload": True,
+        "flash_attn": True,
+        "concurrency": 2,
+        "prompt_tokens": 1000,
+        "n_predict": 200,
+        "status": 200,
+        "ok": True,
+        "error": None,
+        "tok_s": 40.0,
+        "elapsed_s": 6.5,
+    }
+    record.update(overrides)
+    return {k: v for k, v in record.items() if v is not ...}
+
+
+def jsonl(*records: dict[str, Any] | bytes) -> bytes:
+    return b"".join((r if isinstance(r, bytes) else orjson.dumps(r)) + b"\n" for r in records)
+
+
+@pytest.fixture
+def import_bytes() -> Callable[..., FileImport]:
+    def run(data: bytes, filename: str = "test.jsonl", **kwargs: Any) -> FileImport:
+        return import_bench_file(io.BytesIO(data), filename=filename, origin="command", **kwargs)
+
+    return run
+
+
+@pytest.fixture
+def demo_import(db: None) -> FileImport:
+    with DEMO_PATH.open("rb") as fh:
+        return import_bench_file(fh, filename=DEMO_PATH.name, origin="demo")
+
+
+@pytest.fixture
+def user(db: None) -> User:
+    return User.objects.create_user("ana", password="a-long-test-password")
+
+
+@pytest.fixture
+def user_client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def csrf_client(user: User) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    return client

@@ -1,0 +1,58 @@
+import io
+
+import pytest
+
+from benchmarks.jsonl import RecordError, decode_line, iter_lines
+
+
+def lines(data: bytes, limit: int = 1000) -> list[tuple[int, bytes, bool]]:
+    return list(iter_lines(io.BytesIO(data), limit))
+
+
+def test_it_splits_on_newline_only():
+    data = '{"a": "x\u2028y"}\n{"b": 1}\r\n'.encode()
+    assert lines(data) == [(1, '{"a": "x\u2028y"}'.encode(), False), (2, b'{"b": 1}\r', False)]
+
+
+def test_a_last_line_without_newline_is_read():
+    assert lines(b"{}\n{}") == [(1, b"{}", False), (2, b"{}", False)]
+
+
+def test_a_line_over_the_limit_is_flagged_and_not_held_whole():
+    long_line = b'{"x": "' + b"a" * 5000 + b'"}'
+    result = lines(long_line + b"\n{}\n", limit=100)
+    assert result[0][0] == 1 and result[0][2] is True
+    assert len(result[0][1]) <= 200
+    assert result[1] == (2, b"{}", False)
+
+
+def test_line_numbers_stay_right_across_read_chunks(monkeypatch):
+    monkeypatch.setattr("benchmarks.jsonl.CHUNK_BYTES", 7)
+    data = b"".join(b'{"n": %d}\n' % i for i in range(50))
+    result = lines(data)
+    assert [n for n, _, _ in result] == list(range(1, 51))
+    assert result[41][1] == b'{"n": 41}'
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b"{not json}", "invalid JSON"),
+        (b"[1, 2]", "a line must hold a JSON object, not an array"),
+        (b'"text"', "a line must hold a JSON object, not a string"),
+        (b'{"tok_s": NaN}', "NaN is not valid JSON"),
+        (b'{"tok_s": Infinity}', "Infinity is not valid JSON"),
+        (b'{"tok_s": -Infinity}', "-Infinity is not valid JSON"),
+        (b'{"run": "a", "run": "b"}', "duplicate key 'run'"),
+        (b'{"extra": {"k": 1, "k": 2}}', "duplicate key 'k'"),
+        (b'{"model": "caf\xe9"}', "not valid UTF-8 (byte 0xe9 at column 15)"),
+        (b"[" * 100_000, "invalid JSON"),
+    ],
+)
+def test_it_rejects_bad_lines_with_a_reason(raw, reason):
+    with pytest.raises(RecordError, match=r"^" + __import__("re").escape(reason)):
+        decode_line(raw, 3)
+
+
+def test_a_utf8_bom_on_the_first_line_is_accepted():
+    assert decode_line(b'\xef\xbb\xbf{"a": 1}', 1) == {"a": 1}
