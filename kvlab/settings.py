@@ -135,6 +135,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise expects it even before collectstatic
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Without collectstatic (local runs, tests) whitenoise serves from the finders.
 WHITENOISE_USE_FINDERS = True
