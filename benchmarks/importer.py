@@ -164,6 +164,7 @@ def _new_run(parsed_run: ParsedRun, file_import: FileImport) -> Run:
     values = {
         RUN_COLUMNS[name]: ("" if value is None and name in BLANK_IS_NONE else value)
         for name, value in parsed_run.run_dict().items()
+        if value is not None or name != "source"  # an absent source takes the model's default
     }
     run = Run(**values, first_import=file_import)
     _apply_summary(run, (RequestFacts(*_facts(record)) for _, record, _ in parsed_run.records))

@@ -101,10 +101,14 @@ def decode_line(raw: bytes, line_no: int) -> dict[str, Any]:
         ) from None
     try:
         value = _decoder.decode(text)
+    except RecordError:  # from the hooks: duplicate keys, NaN/Infinity
+        raise
     except json.JSONDecodeError as exc:
         raise RecordError(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
     except RecursionError:
         raise RecordError("invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal past Python's digit limit
+        raise RecordError(f"invalid JSON: {exc}") from None
     if not isinstance(value, dict):
         raise RecordError(f"a line must hold a JSON object, not {json_type_name(value)}")
     return value

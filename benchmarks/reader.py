@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .jsonl import LineError, RecordError, decode_line, excerpt_of, iter_lines
+from .jsonl import UTF8_BOM, LineError, RecordError, decode_line, excerpt_of, iter_lines
 from .records import RUN_FIELD_NAMES, Record, normalize
 
 
@@ -68,6 +68,8 @@ def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> ParsedFile:
                 LineError(line_no, f"line is longer than the limit of {max_line_bytes:,} bytes", excerpt_of(raw))
             )
             continue
+        if line_no == 1 and raw.startswith(UTF8_BOM):
+            raw = raw[len(UTF8_BOM) :]
         if not raw.strip():
             parsed.n_blank += 1
             continue

@@ -30,6 +30,7 @@ FLASH_ATTN_MODES = ("on", "off", "auto")
 SOURCES = ("imported", "executed")
 MAX_NAME_CHARS = 200
 MAX_ERROR_CHARS = 10_000
+MAX_INT = 2**31 - 1  # integer columns are 32-bit on PostgreSQL
 
 # Canonical field name -> where it lives in the nested canonical record.
 RUN_FIELDS = {
@@ -169,8 +170,10 @@ def _from_canonical(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
             child = (*container, key)
             if child not in leaf_paths and child not in known_paths:
                 raise RecordError(f"unknown field '{dotted}.{key}'; put custom fields under 'extra'")
-    extra = obj.get("extra") or {}
-    if not isinstance(extra, dict):
+    extra = obj.get("extra")
+    if extra is None:
+        extra = {}
+    elif not isinstance(extra, dict):
         raise RecordError(f"wrong type: 'extra' must be an object, got {json_type_name(extra)}")
     return fields, extra
 
@@ -195,13 +198,13 @@ def _from_flat(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     error = fields.get("error")
     if isinstance(error, dict):  # a llama-server error object: {"code", "type", "message"}
         fields["error"] = error.get("message")
-        fields.setdefault("error_type", _error_type_from_server(error.get("type"), error.get("code")))
+        fields.setdefault("error_type", _error_type_from_server(error.get("type")))
         if fields.get("http_status") is None and isinstance(error.get("code"), int):
             fields["http_status"] = error["code"]
     return fields, extra
 
 
-def _error_type_from_server(server_type: object, code: object) -> str | None:
+def _error_type_from_server(server_type: object) -> str | None:
     if server_type == "exceed_context_size_error":
         return "exceed_context_size"
     return None
@@ -214,7 +217,7 @@ def _validate(fields: dict[str, Any], extra: dict[str, Any]) -> Record:
         run_id = str(run_id)
     run = (
         _text(run_id, "run", required=True),
-        _choice(get("source"), "source", SOURCES) or "imported",
+        _choice(get("source"), "source", SOURCES),  # absent: "imported" when the run is stored
         _text(get("label"), "label"),
         _text(get("model"), "model", required=True),
         _text(get("gpu"), "gpu"),
@@ -231,8 +234,8 @@ def _validate(fields: dict[str, Any], extra: dict[str, Any]) -> Record:
         _int(get("concurrency"), "concurrency", minimum=1),
     )
     ok = _bool(get("ok"), "ok")
-    http_status = _int(get("http_status"), "status", minimum=100)
-    if http_status is not None and http_status > 599:
+    http_status = _int(get("http_status"), "status", minimum=0)
+    if http_status is not None and not 100 <= http_status <= 599:
         raise RecordError(f"'status' must be an HTTP status code (100-599), got {http_status}")
     if ok is None:
         if http_status is None:
@@ -279,7 +282,13 @@ def classify_error(http_status: int | None, error: str | None) -> str:
 def content_hash(request: tuple[Any, ...], extra: dict[str, Any]) -> str:
     """A stable digest of a request's content: identical records share it."""
     values = [v.isoformat() if isinstance(v, datetime) else v for v in request]
-    payload = orjson.dumps([values, extra], option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    try:
+        payload = orjson.dumps([values, extra], option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError as exc:
+        # Python's json reads what orjson (and the database) cannot hold.
+        raise RecordError(
+            f"a value cannot be stored: {exc} (an integer beyond 64 bits, a lone surrogate, or nesting)"
+        ) from None
     return hashlib.blake2b(payload, digest_size=16).hexdigest()
 
 
@@ -306,6 +315,11 @@ def _text(value: object, name: str, *, required: bool = False, limit: int = MAX_
         raise RecordError(f"{name!r} is longer than {limit} characters")
     if "\x00" in value:
         raise RecordError(f"{name!r} contains a NUL character")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RecordError(f"{name!r} contains a lone surrogate (an invalid \\uXXXX escape)") from None
     return value
 
 
@@ -318,8 +332,8 @@ def _int(value: object, name: str, *, minimum: int) -> int | None:
         if minimum == 0:
             raise RecordError(f"{name!r} must not be negative, got {value}")
         raise RecordError(f"{name!r} must be at least {minimum}, got {value}")
-    if value > 2**62:
-        raise RecordError(f"{name!r} is too large: {value}")
+    if value > MAX_INT:
+        raise RecordError(f"{name!r} is too large: {_short(value)} (at most {MAX_INT:,})")
     return value
 
 
@@ -328,7 +342,10 @@ def _number(value: object, name: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _wrong_type(name, "a number", value)
-    result = float(value)
+    try:
+        result = float(value)
+    except OverflowError:
+        raise RecordError(f"{name!r} is too large") from None
     if not math.isfinite(result):
         raise RecordError(f"{name!r} must be a finite number")
     if result < 0:
@@ -378,7 +395,10 @@ def _timestamp(value: object) -> datetime | None:
         raise RecordError(f"'ts' is not an ISO 8601 time: {_short(value)}") from None
     if parsed.tzinfo is None:  # documented: times without an offset are UTC
         return parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise RecordError(f"'ts' is out of range: {_short(value)}") from None
 
 
 def to_canonical(run: dict[str, Any], request: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -215,3 +215,37 @@ def test_upload_like_file_objects_work():
     data = io.BytesIO(jsonl(flat()))
     result = importer.import_bench_file(data, filename="x", origin="upload", user=None)
     assert result.user is None and result.origin == "upload"
+
+
+@pytest.mark.parametrize(
+    ("bad_line", "reason"),
+    [
+        (b'{"run": "r9", "model": "m", "ok": true, "n": 100000000000000000000}', "a value cannot be stored"),
+        (b'{"run": "r9", "model": "m", "ok": true, "wall_s": 1' + b"0" * 400 + b"}", "'wall_s' is too large"),
+        (b'{"run": "r9", "model": "m\\ud800", "ok": true}', "'model' contains a lone surrogate"),
+        (b'{"run": "r9", "model": "m", "ok": false, "error": "\\udfff"}', "'error' contains a lone surrogate"),
+        (b'{"run": "r9", "model": "m", "ok": true, "x": "\\ud800"}', "a value cannot be stored"),
+        (b'{"run": "r9", "model": "m", "ok": true, "x": ' + b"[" * 300 + b"]" * 300 + b"}", "a value cannot be"),
+        (b'{"run": "r9", "model": "m", "ok": true, "x": 1' + b"0" * 5000 + b"}", "invalid JSON: Exceeds the limit"),
+        (b'{"run": "r9", "model": "m", "ok": true, "ts": "9999-12-31T23:00:00-05:00"}', "'ts' is out of range"),
+        (b'{"run": "r9", "model": "m", "ok": true, "ctx_size": 3000000000}', "'ctx_size' is too large"),
+    ],
+)
+def test_values_python_reads_but_the_database_cannot_hold_are_rejected_not_crashed(import_bytes, bad_line, reason):
+    result = import_bytes(jsonl(flat()) + bad_line + b"\n")
+    assert result.status == "rejected"
+    assert result.rejected_lines.get().reason.startswith(reason)
+    assert Run.objects.count() == 0
+
+
+def test_a_missing_source_agrees_with_a_stated_one(import_bytes):
+    assert import_bytes(jsonl(flat(source="executed"), flat(tok_s=1.0))).status == "imported"
+    assert Run.objects.get().source == "executed"
+    assert import_bytes(jsonl(flat(tok_s=2.0))).n_imported == 1
+    assert import_bytes(jsonl(flat(run="r2"))).status == "imported"
+    assert Run.objects.get(key="r2").source == "imported"
+
+
+def test_a_file_holding_only_a_bom_is_empty_not_invalid(import_bytes):
+    result = import_bytes(b"\xef\xbb\xbf\n")
+    assert (result.status, result.n_read, result.n_blank) == ("imported", 0, 1)

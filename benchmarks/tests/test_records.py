@@ -131,3 +131,15 @@ def test_times_without_an_offset_are_utc_and_epoch_seconds_are_accepted():
 )
 def test_failures_are_classified_by_type(status, message, expected):
     assert classify_error(status, message) == expected
+
+
+@pytest.mark.parametrize("extra", [False, 0, "", []])
+def test_a_canonical_extra_that_is_not_an_object_is_rejected(extra):
+    with pytest.raises(RecordError, match="'extra' must be an object"):
+        normalize({"schema": SCHEMA_VERSION, "run": {"id": "a", "model": "m"}, "request": {"ok": True}, "extra": extra})
+
+
+@pytest.mark.parametrize("status", [99, 600])
+def test_an_out_of_range_status_gets_one_message(status):
+    with pytest.raises(RecordError, match=rf"^'status' must be an HTTP status code \(100-599\), got {status}$"):
+        normalize(flat(status=status, ok=...))
