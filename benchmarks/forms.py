@@ -39,6 +39,7 @@ def _distinct(field: str) -> list[tuple[str, str]]:
 
 
 class RunFilterForm(forms.Form):
+    run = forms.CharField(label="run id", required=False, max_length=200, help_text="exact run id, or part of it")
     model = forms.ChoiceField(required=False)
     gpu = forms.ChoiceField(label="GPU", required=False)
     label = forms.ChoiceField(required=False)
@@ -65,6 +66,8 @@ class RunFilterForm(forms.Form):
 
     def filter(self, runs: QuerySet[Run]) -> QuerySet[Run]:
         data = self.cleaned_data
+        if data.get("run"):
+            runs = runs.filter(key__contains=data["run"])
         for name in ("model", "gpu", "label"):
             if data.get(name):
                 runs = runs.filter(**{name: data[name]})

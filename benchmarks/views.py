@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -94,10 +94,19 @@ def export_download(request: HttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET)
     if not form.is_valid():
         return render(request, "benchmarks/run_list.html", {"form": form, "page": None}, status=400)
-    runs = form.filter(Run.objects.all())
+    return _jsonl_download(form.filter(Run.objects.all()), "kvlab-runs")
+
+
+@require_GET
+def run_export(request: HttpRequest, pk: int) -> HttpResponse:
+    run = get_object_or_404(Run, pk=pk)
+    return _jsonl_download(Run.objects.filter(pk=run.pk), f"kvlab-run-{run.pk}")
+
+
+def _jsonl_download(runs: QuerySet[Run], name: str) -> StreamingHttpResponse:
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
     response = StreamingHttpResponse(export_lines(runs), content_type="application/x-ndjson")
-    response["Content-Disposition"] = f'attachment; filename="kvlab-runs-{stamp}.jsonl"'
+    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.jsonl"'
     return response
 
 

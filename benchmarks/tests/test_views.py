@@ -308,3 +308,17 @@ def test_pages_never_load_anything_from_a_cdn(client, demo_import):
     for name in ("run-list", "import-list"):
         html = Client().get(reverse(name)).content.decode()
         assert not re.search(r"(src|href)=\"(https?:)?//", html)
+
+
+def test_the_list_finds_runs_by_part_of_their_id(client, demo_import):
+    keys = run_keys(client.get(reverse("run-list"), {"run": "x3"}).content.decode())
+    assert sorted(keys) == ["c2-x3", "orig-x3"]
+
+
+def test_a_run_page_exports_that_run(client, demo_import):
+    run = Run.objects.get(key="c2-x3")
+    html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    link = re.search(r'href="(/runs/\d+/export\.jsonl)"', html).group(1)
+    lines = b"".join(client.get(link).streaming_content).splitlines()
+    assert len(lines) == 3 and all(b'"id":"c2-x3"' in line for line in lines)
+    assert client.get(reverse("run-export", args=[9999])).status_code == 404
