@@ -1,0 +1,438 @@
+"""How fast does kvlab import a large bench_results.jsonl, next to the simplest possible import?
+
+What is measured
+----------------
+A synthetic file of N requests (default 200,000: 20,000 runs of 10 requests, in the
+flat lab shape of data/demo/bench_results.jsonl) is written to bench/out/. Then, in
+one process and alternating (baseline, kvlab, baseline, kvlab, ...), each on a fresh
+SQLite database in WAL mode on the same disk:
+
+* baseline: read the file, ``orjson.loads`` each line, pick 16 columns, and insert one
+  row per request with ``sqlite3.executemany`` into a plain table (no indexes, no
+  validation, no runs table) in one transaction, then commit. This is the floor: the
+  least work that still gets every request into SQLite.
+* kvlab: ``benchmarks.importer.import_bench_file`` on a freshly migrated kvlab
+  database: strict parsing and validation of every line, content hashes for
+  idempotent re-imports, the runs table with its aggregates, the constraints and
+  indexes, and the FileImport record. The import must report status "imported" with
+  every request stored, or the script stops.
+
+Schema creation (CREATE TABLE / migrate) and opening the connection are not timed;
+reading and parsing the file, the inserts and the commit are.
+
+How to read the ratio
+---------------------
+``ratio = kvlab median seconds / baseline median seconds``: how many times longer
+kvlab takes than the floor for the same file. 1.0 would mean kvlab's checks and
+bookkeeping cost nothing; the working target is 3.0 or less.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/import_speed.py [--requests N] [--repeats N] [--profile]
+
+``--profile`` also runs one kvlab import under cProfile and prints where the time
+goes (top 25 by cumulative time, then the top functions by own time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+REQUESTS_PER_RUN = 10
+
+# --- the synthetic file ------------------------------------------------------------
+
+MODELS = [
+    "Devstral-Small-2-24B-Q4_K_M.gguf",
+    "Qwen3-30B-A3B-Instruct-2507-Q4_K_M.gguf",
+    "Qwen3-Coder-30B-A3B-Instruct-Q5_K_M.gguf",
+    "gemma-3-27b-it-Q4_K_M.gguf",
+    "Llama-3.3-70B-Instruct-IQ3_XXS.gguf",
+    "gpt-oss-20b-mxfp4.gguf",
+    "Mistral-Small-3.2-24B-Instruct-Q6_K.gguf",
+    "phi-4-Q8_0.gguf",
+]
+GPUS = {  # name -> total VRAM (MiB)
+    "RTX 5060 Ti 16GB": 16311,
+    "RTX 4090": 24564,
+    "RTX 3090": 24576,
+    "RTX 5090": 32607,
+    "A100 80GB": 81920,
+}
+LABELS = ["original", "unified-kv", "q8-cache", "q4-cache", "no-offload", "fa-on", "big-ctx", "np8", "baseline"]
+CACHE_TYPES = ["f16", "f16", "q8_0", "q8_0", "q4_0", "bf16", "q5_1", "iq4_nl"]
+FLASH_ATTN = [None, True, False, "on", "off", "auto"]
+CTX_SIZES = [4096, 8192, 16384, 32768, 65536, 131072]
+FAILURES = [  # (status, error)
+    (500, "Context size has been exceeded."),
+    (400, "the request exceeds the available context size, try increasing it"),
+    (503, "Loading model"),
+    (504, "upstream request timed out"),
+]
+
+
+def make_run(rng: random.Random, index: int, start: datetime) -> dict[str, Any]:
+    gpu = rng.choice(list(GPUS))
+    label = rng.choice(LABELS)
+    return {
+        "run": f"{label}-{index:06d}",
+        "label": label,
+        "model": rng.choice(MODELS),
+        "gpu": gpu,
+        "vram_total_mib": GPUS[gpu],
+        "ctx_size": rng.choice(CTX_SIZES),
+        "parallel": rng.choice([1, 2, 4, 8]),
+        "kv_unified": rng.choice([True, False, None]),
+        "cache_type_k": rng.choice(CACHE_TYPES),
+        "cache_type_v": rng.choice(CACHE_TYPES),
+        "kv_offload": rng.choice([True, True, False]),
+        "flash_attn": rng.choice(FLASH_ATTN),
+        "concurrency": rng.choice([1, 2, 3, 4, 8]),
+        "_start": start,
+        "_failure_rate": rng.choice([0.0, 0.0, 0.0, 0.05, 0.3, 1.0]),
+        "_speed": rng.uniform(4.0, 140.0),
+    }
+
+
+def make_request(rng: random.Random, run: dict[str, Any], seq: int) -> dict[str, Any]:
+    record = {k: v for k, v in run.items() if not k.startswith("_")}
+    ts = run["_start"] + timedelta(seconds=seq * rng.randint(5, 90))
+    prompt_tokens = rng.randint(200, 30_000)
+    n_predict = rng.choice([256, 512, 1024, 1738, 2048, -1])
+    if rng.random() < run["_failure_rate"]:
+        status, error = rng.choice(FAILURES)
+        ok, tok_s, output_tokens = False, None, None
+        elapsed_s = round(rng.uniform(0.05, 300.0), 3) if rng.random() < 0.8 else None
+    else:
+        status, error, ok = 200, None, True
+        tok_s = round(run["_speed"] * rng.uniform(0.8, 1.2), 2)
+        output_tokens = rng.randint(50, 2048) if n_predict == -1 else rng.randint(min(50, n_predict), n_predict)
+        elapsed_s = round(output_tokens / tok_s + rng.uniform(0.1, 20.0), 3)
+    record.update(
+        ts=ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        prompt_tokens=prompt_tokens,
+        n_predict=n_predict,
+        status=status,
+        ok=ok,
+        error=error,
+        tok_s=tok_s,
+        elapsed_s=elapsed_s,
+        output_tokens=output_tokens,
+    )
+    return record
+
+
+def write_bench_file(path: Path, n_requests: int, seed: int = 20260918) -> int:
+    """Write n_requests flat records (runs of REQUESTS_PER_RUN) to path; return the run count."""
+    import orjson
+
+    rng = random.Random(seed)
+    first = datetime(2025, 9, 1, tzinfo=UTC)
+    n_runs = 0
+    with path.open("wb") as out:
+        written = 0
+        while written < n_requests:
+            start = first + timedelta(minutes=n_runs * 7 + rng.randint(0, 5))
+            run = make_run(rng, n_runs, start)
+            n_runs += 1
+            for seq in range(min(REQUESTS_PER_RUN, n_requests - written)):
+                out.write(orjson.dumps(make_request(rng, run, seq)) + b"\n")
+                written += 1
+    return n_runs
+
+
+# --- the baseline: orjson + sqlite3.executemany ------------------------------------
+
+BASELINE_COLUMNS = (
+    "run",
+    "model",
+    "gpu",
+    "ctx_size",
+    "parallel",
+    "cache_type_k",
+    "cache_type_v",
+    "ts",
+    "ok",
+    "status",
+    "error",
+    "prompt_tokens",
+    "n_predict",
+    "output_tokens",
+    "tok_s",
+    "elapsed_s",
+)
+
+
+def baseline_connect(db_path: Path) -> sqlite3.Connection:
+    """A fresh database with one plain table; not timed."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"CREATE TABLE request (id INTEGER PRIMARY KEY, {', '.join(BASELINE_COLUMNS)})")
+    return conn
+
+
+def baseline_import(path: Path, conn: sqlite3.Connection) -> int:
+    """Parse every line with orjson and insert one row per request, in one transaction."""
+    import orjson
+
+    loads = orjson.loads
+    with path.open("rb") as f:
+        rows = [tuple(map(loads(line).get, BASELINE_COLUMNS)) for line in f if line.strip()]
+    placeholders = ", ".join("?" * len(BASELINE_COLUMNS))
+    conn.execute("BEGIN IMMEDIATE")
+    conn.executemany(f"INSERT INTO request ({', '.join(BASELINE_COLUMNS)}) VALUES ({placeholders})", rows)
+    conn.execute("COMMIT")
+    return len(rows)
+
+
+def time_baseline(path: Path, db_path: Path, n_expected: int) -> float:
+    conn = baseline_connect(db_path)
+    try:
+        gc.collect()
+        start = time.perf_counter()
+        n = baseline_import(path, conn)
+        elapsed = time.perf_counter() - start
+        stored = conn.execute("SELECT count(*) FROM request").fetchone()[0]
+    finally:
+        conn.close()
+    assert n == stored == n_expected, f"baseline stored {stored} of {n_expected} rows"
+    return elapsed
+
+
+# --- kvlab's importer --------------------------------------------------------------
+
+
+def setup_django(var_dir: Path) -> None:
+    """Point kvlab at a temporary SQLite database, then start Django."""
+    os.environ["KVLAB_VAR_DIR"] = str(var_dir)
+    os.environ.pop("DATABASE_URL", None)  # this benchmark measures the SQLite default
+    os.environ.setdefault("KVLAB_LOG_LEVEL", "WARNING")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "kvlab.settings"
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+
+
+class KvlabDatabases:
+    """Migrate once, keep a copy, and restore that copy for every measurement."""
+
+    def __init__(self, work: Path) -> None:
+        from django.conf import settings
+        from django.core.management import call_command
+        from django.db import connections
+
+        self.live = Path(settings.DATABASES["default"]["NAME"])
+        self.template = work / "migrated-template.sqlite3"
+        call_command("migrate", verbosity=0)
+        connections.close_all()  # the last close checkpoints and removes the WAL
+        assert not Path(f"{self.live}-wal").exists(), "WAL left after close; the template would be incomplete"
+        shutil.copyfile(self.live, self.template)
+
+    def fresh(self) -> None:
+        from django.db import connection, connections
+
+        connections.close_all()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.live}{suffix}").unlink(missing_ok=True)
+        shutil.copyfile(self.template, self.live)
+        connection.ensure_connection()  # connect (and run the PRAGMAs) outside the timing
+
+
+def kvlab_import(path: Path) -> Any:
+    from benchmarks.importer import import_bench_file
+
+    with path.open("rb") as f:
+        return import_bench_file(f, filename=path.name, origin="command")
+
+
+def check_kvlab_result(file_import: Any, n_expected: int, n_runs: int) -> None:
+    from benchmarks.models import RequestResult, Run
+
+    assert file_import.status == "imported", f"kvlab import was {file_import.status}, not imported"
+    assert file_import.n_imported == n_expected, f"kvlab imported {file_import.n_imported} of {n_expected}"
+    assert file_import.n_runs == n_runs, f"kvlab stored {file_import.n_runs} runs, expected {n_runs}"
+    assert RequestResult.objects.count() == n_expected
+    assert Run.objects.count() == n_runs
+
+
+def time_kvlab(path: Path, dbs: KvlabDatabases, n_expected: int, n_runs: int) -> float:
+    dbs.fresh()
+    gc.collect()
+    start = time.perf_counter()
+    file_import = kvlab_import(path)
+    elapsed = time.perf_counter() - start
+    check_kvlab_result(file_import, n_expected, n_runs)
+    return elapsed
+
+
+def time_read_phase(path: Path, n_expected: int) -> float:
+    """kvlab's first phase alone: read, decode and validate every line (no database)."""
+    from django.conf import settings
+
+    from benchmarks.reader import read_bench_file
+
+    gc.collect()
+    start = time.perf_counter()
+    with path.open("rb") as f:
+        parsed = read_bench_file(f, max_line_bytes=settings.KVLAB_IMPORT_MAX_LINE_BYTES)
+    elapsed = time.perf_counter() - start
+    assert not parsed.rejects and parsed.n_records == n_expected, "the reader rejected lines of the generated file"
+    return elapsed
+
+
+def profile_kvlab(path: Path, dbs: KvlabDatabases, n_expected: int, n_runs: int, top: int = 25) -> str:
+    dbs.fresh()
+    profiler = cProfile.Profile()
+    profiler.enable()
+    file_import = kvlab_import(path)
+    profiler.disable()
+    check_kvlab_result(file_import, n_expected, n_runs)
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out).strip_dirs()
+    out.write(f"=== kvlab import under cProfile: top {top} by cumulative time ===\n")
+    stats.sort_stats("cumulative").print_stats(top)
+    out.write("=== the same profile: top 15 by own (total) time ===\n")
+    stats.sort_stats("tottime").print_stats(15)
+    return out.getvalue()
+
+
+# --- running and reporting ---------------------------------------------------------
+
+
+def summarize(times: list[float], n_rows: int) -> dict[str, Any]:
+    return {
+        "seconds": [round(t, 4) for t in times],
+        "best_s": round(min(times), 4),
+        "median_s": round(statistics.median(times), 4),
+        "best_rows_per_s": round(n_rows / min(times)),
+        "median_rows_per_s": round(n_rows / statistics.median(times)),
+    }
+
+
+def print_table(results: dict[str, Any]) -> None:
+    n = results["requests"]
+    print(
+        f"\nImport of {n:,} requests in {results['runs']:,} runs ({results['file_mib']:.1f} MiB), "
+        f"{results['repeats']} repeats each, alternating"
+    )
+    header = f"{'importer':<10} {'best s':>8} {'median s':>9} {'best rows/s':>12} {'median rows/s':>14}  all runs (s)"
+    print(header)
+    print("-" * len(header))
+    for name in ("baseline", "kvlab"):
+        r = results[name]
+        runs = ", ".join(f"{t:.3f}" for t in r["seconds"])
+        print(
+            f"{name:<10} {r['best_s']:>8.3f} {r['median_s']:>9.3f} {r['best_rows_per_s']:>12,} "
+            f"{r['median_rows_per_s']:>14,}  {runs}"
+        )
+    verdict = "within" if results["ratio_median"] <= 3.0 else "OVER"
+    print(f"\nratio kvlab/baseline (median time): {results['ratio_median']:.2f}x  ({verdict} the 3x target)")
+    phases = results.get("kvlab_phases")
+    if phases:
+        print(
+            f"kvlab phases (no profiler): read+validate {phases['read_validate_s']:.2f} s, "
+            f"store about {phases['store_s_estimate']:.2f} s (median total minus read)"
+        )
+
+
+def measure(path: Path, work: Path, n_requests: int, n_runs: int, repeats: int, profile: bool) -> dict[str, Any]:
+    dbs = KvlabDatabases(work)
+    baseline_db = work / "baseline.sqlite3"
+    timings: dict[str, list[float]] = {"baseline": [], "kvlab": []}
+    steps: list[tuple[str, Callable[[], float]]] = [
+        ("baseline", lambda: time_baseline(path, baseline_db, n_requests)),
+        ("kvlab", lambda: time_kvlab(path, dbs, n_requests, n_runs)),
+    ]
+    for i in range(repeats):
+        for name, step in steps:
+            seconds = step()
+            timings[name].append(seconds)
+            print(f"  repeat {i + 1}/{repeats} {name:<8} {seconds:7.3f} s  {n_requests / seconds:>10,.0f} rows/s")
+    baseline, kvlab = summarize(timings["baseline"], n_requests), summarize(timings["kvlab"], n_requests)
+    results: dict[str, Any] = {
+        "requests": n_requests,
+        "runs": n_runs,
+        "file_mib": round(path.stat().st_size / 2**20, 2),
+        "repeats": repeats,
+        "baseline": baseline,
+        "kvlab": kvlab,
+        "ratio_median": round(kvlab["median_s"] / baseline["median_s"], 2),
+        "ratio_best": round(kvlab["best_s"] / baseline["best_s"], 2),
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    if profile:
+        read_s = time_read_phase(path, n_requests)
+        results["kvlab_phases"] = {
+            "read_validate_s": round(read_s, 3),
+            "store_s_estimate": round(kvlab["median_s"] - read_s, 3),
+            "note": "read = benchmarks.reader.read_bench_file alone (no profiler); store = kvlab median - read",
+        }
+        results["profile"] = profile_kvlab(path, dbs, n_requests, n_runs)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=200_000, help="requests in the generated file")
+    parser.add_argument("--repeats", type=int, default=3, help="measurements of each importer")
+    parser.add_argument("--profile", action="store_true", help="also profile one kvlab import (cProfile)")
+    args = parser.parse_args(argv)
+    if args.requests < 1 or args.repeats < 1:
+        parser.error("--requests and --repeats must be positive")
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / "bench_results.jsonl"
+    start = time.perf_counter()
+    n_runs = write_bench_file(path, args.requests)
+    print(
+        f"wrote {path.relative_to(ROOT)}: {args.requests:,} requests, {n_runs:,} runs "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
+
+    with tempfile.TemporaryDirectory(prefix="kvlab-import-bench-") as tmp:
+        work = Path(tmp)
+        setup_django(work)
+        results = measure(path, work, args.requests, n_runs, args.repeats, args.profile)
+
+    print_table(results)
+    profile_text = results.pop("profile", None)
+    (OUT / "import_speed.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"results written to {(OUT / 'import_speed.json').relative_to(ROOT)}")
+    if profile_text:
+        (OUT / "import_profile.txt").write_text(profile_text)
+        print(f"profile written to {(OUT / 'import_profile.txt').relative_to(ROOT)}\n")
+        print(profile_text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
