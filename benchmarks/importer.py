@@ -6,19 +6,23 @@ with each rejected line's number and reason (and no run or request stored).
 
 from __future__ import annotations
 
+import gc
 import logging
-from collections.abc import Iterable
-from dataclasses import asdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Model
+from django.utils import timezone
 
 from .jsonl import LineError
-from .metrics import RequestFacts, summarize
+from .metrics import RunSummary, summarize
 from .models import FileImport, RejectedLine, RequestResult, Run
 from .reader import ParsedFile, ParsedRun, read_bench_file
-from .records import RUN_FIELD_NAMES
+from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +32,22 @@ RUN_COLUMNS = {name: ("key" if name == "run_id" else name) for name in RUN_FIELD
 BLANK_IS_NONE = {"label", "gpu", "cache_type_k", "cache_type_v", "flash_attn"}
 INSERT_BATCH = 5_000
 LOOKUP_BATCH = 500
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a file's records are built.
+
+    An import creates hundreds of thousands of long-lived, acyclic objects; every
+    collection would walk all of them again (a third of the import's time).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class ConflictingRun(Exception):
@@ -43,7 +63,8 @@ def import_bench_file(
     user: Any = None,
     max_line_bytes: int | None = None,
 ) -> FileImport:
-    parsed = read_bench_file(stream, max_line_bytes=max_line_bytes or settings.KVLAB_IMPORT_MAX_LINE_BYTES)
+    with gc_paused():
+        parsed = read_bench_file(stream, max_line_bytes=max_line_bytes or settings.KVLAB_IMPORT_MAX_LINE_BYTES)
     meta = {
         "filename": filename[:255],
         "sha256": parsed.sha256,
@@ -59,7 +80,7 @@ def import_bench_file(
     # constraint, its transaction rolls back, and the retry finds them as duplicates.
     for attempt in range(3):
         try:
-            with transaction.atomic():
+            with gc_paused(), transaction.atomic():
                 return _store(parsed, meta)
         except ConflictingRun as conflict:
             return _record_rejection(meta, conflict.rejects)
@@ -90,13 +111,14 @@ def _store(parsed: ParsedFile, meta: dict[str, Any]) -> FileImport:
     if rejects:
         raise ConflictingRun(rejects)
 
-    new_runs = [_new_run(run, file_import) for key, run in parsed.runs.items() if key not in existing]
-    Run.objects.bulk_create(new_runs, batch_size=LOOKUP_BATCH)
-    run_ids = {run.key: run.pk for run in new_runs} | {key: run.pk for key, run in existing.items()}
+    _insert_new_runs([run for key, run in parsed.runs.items() if key not in existing], file_import)
+    run_ids = dict(Run.objects.filter(first_import=file_import).values_list("key", "pk"))
+    run_ids.update((key, run.pk) for key, run in existing.items())
 
     known = _known_requests([run.pk for run in existing.values()])
     rows: list[tuple[Any, ...]] = []
     touched_existing: list[Run] = []
+    to_row = _RequestRows()
     for key, parsed_run in parsed.runs.items():
         run_id = run_ids[key]
         seen, next_seq = known.get(run_id, (set(), 0))
@@ -104,15 +126,15 @@ def _store(parsed: ParsedFile, meta: dict[str, Any]) -> FileImport:
         for _line_no, record, occurrence in parsed_run.records:
             if (record.content_hash, occurrence) in seen:
                 continue
-            rows.append(_request_row(run_id, next_seq, record, occurrence))
+            rows.append(to_row(run_id, next_seq, record, occurrence))
             next_seq += 1
         if key in existing:
             filled = _fill_missing_run_values(existing[key], parsed_run)
             if len(rows) > before or filled:
                 touched_existing.append(existing[key])
-    _insert_requests(rows)
+    _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
     for run in touched_existing:
-        _apply_summary(run, (RequestFacts(*v) for v in run.requests.values_list(*FACT_FIELDS).order_by()))
+        _apply_summary(run, run.requests.values_list(*REQUEST_FIELD_NAMES).order_by())
         run.save()
 
     file_import.n_imported = len(rows)
@@ -120,9 +142,6 @@ def _store(parsed: ParsedFile, meta: dict[str, Any]) -> FileImport:
     file_import.n_runs = len(parsed.runs)
     file_import.save(update_fields=["n_imported", "n_duplicate", "n_runs"])
     return file_import
-
-
-FACT_FIELDS = ("ok", "ts", "prompt_tokens", "n_predict", "output_tokens", "tok_s", "elapsed_s")
 
 
 def _existing_runs(runs: dict[str, ParsedRun]) -> dict[str, Run]:
@@ -160,24 +179,8 @@ def _fill_missing_run_values(stored: Run, parsed_run: ParsedRun) -> bool:
     return filled
 
 
-def _new_run(parsed_run: ParsedRun, file_import: FileImport) -> Run:
-    values = {
-        RUN_COLUMNS[name]: ("" if value is None and name in BLANK_IS_NONE else value)
-        for name, value in parsed_run.run_dict().items()
-        if value is not None or name != "source"  # an absent source takes the model's default
-    }
-    run = Run(**values, first_import=file_import)
-    _apply_summary(run, (RequestFacts(*_facts(record)) for _, record, _ in parsed_run.records))
-    return run
-
-
-def _facts(record: Any) -> tuple[Any, ...]:
-    ts, ok, _status, _error, _etype, prompt, n_predict, output, tok_s, elapsed, _ttft = record.request
-    return ok, ts, prompt, n_predict, output, tok_s, elapsed
-
-
-def _apply_summary(run: Run, facts: Iterable[RequestFacts]) -> None:
-    for name, value in asdict(summarize(facts, run.wall_s)).items():
+def _apply_summary(run: Run, requests: Iterable[Sequence[Any]]) -> None:
+    for name, value in summarize(requests, run.wall_s)._asdict().items():
         setattr(run, name, value)
 
 
@@ -195,58 +198,102 @@ def _known_requests(run_ids: list[int]) -> dict[int, tuple[set[tuple[str, int]],
     return known
 
 
-_EXTRA_FIELD = RequestResult._meta.get_field("extra")
-_TS_FIELD = RequestResult._meta.get_field("ts")
-INSERT_COLUMNS = (
+# --- bulk inserts ----------------------------------------------------------------
+# The hot path of a large import. A plain executemany inside the caller's transaction
+# is several times faster than Django building a model (and compiling SQL in
+# 999-parameter batches) per row. Values were validated by records.normalize, are
+# adapted with the backend's own adapters, and the database constraints still apply.
+
+SUMMARY_COLUMNS = RunSummary._fields
+RUN_INSERT_COLUMNS = (
+    *(RUN_COLUMNS[name] for name in RUN_FIELD_NAMES),
+    *SUMMARY_COLUMNS,
+    "created_at",
+    "first_import_id",
+)
+REQUEST_INSERT_COLUMNS = (
     "run_id",
     "seq",
-    "ts",
-    "ok",
-    "http_status",
-    "error",
-    "error_type",
-    "prompt_tokens",
-    "n_predict",
-    "output_tokens",
-    "tok_s",
-    "elapsed_s",
-    "ttft_s",
+    *REQUEST_FIELD_NAMES,
     "extra",
     "content_hash",
     "occurrence",
 )
+_SOURCE_INDEX = RUN_FIELD_NAMES.index("source")
+_BLANK_INDEXES = tuple(RUN_FIELD_NAMES.index(name) for name in BLANK_IS_NONE)
+_STARTED_AT_INDEX = len(RUN_FIELD_NAMES) + SUMMARY_COLUMNS.index("started_at")
+_ERROR, _ERROR_TYPE = REQUEST_FIELD_NAMES.index("error"), REQUEST_FIELD_NAMES.index("error_type")
 
 
-def _request_row(run_id: int, seq: int, record: Any, occurrence: int) -> tuple[Any, ...]:
-    ts, ok, status, error, etype, prompt, n_predict, output, tok_s, elapsed, ttft = record.request
-    return (
-        run_id,
-        seq,
-        _TS_FIELD.get_db_prep_save(ts, connection),
-        ok,
-        status,
-        error or "",
-        etype or "",
-        prompt,
-        n_predict,
-        output,
-        tok_s,
-        elapsed,
-        ttft,
-        _EXTRA_FIELD.get_db_prep_save(record.extra, connection),
-        record.content_hash,
-        occurrence,
+def datetime_adapter() -> Callable[[datetime | None], Any]:
+    """The backend's datetime adapter, or an exact shortcut of it for SQLite.
+
+    Django stores an aware datetime in SQLite as str() of it made naive in the
+    connection's time zone; records hold UTC datetimes, so with a UTC connection that
+    is str() of the datetime without its tzinfo (tested against Django's own adapter).
+    """
+    adapt = connection.ops.adapt_datetimefield_value
+    if connection.vendor != "sqlite" or connection.timezone_name != "UTC":
+        return adapt
+
+    def adapt_utc(value: datetime | None) -> Any:
+        if value is None or value.utcoffset() != ZERO:
+            return adapt(value)
+        return str(value.replace(tzinfo=None))
+
+    return adapt_utc
+
+
+ZERO = timedelta(0)
+
+
+def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
+    adapt_datetime = datetime_adapter()
+    created_at = adapt_datetime(timezone.now())
+    rows = []
+    for parsed_run in runs:
+        values = list(parsed_run.values)
+        for i in _BLANK_INDEXES:
+            if values[i] is None:
+                values[i] = ""
+        if values[_SOURCE_INDEX] is None:
+            values[_SOURCE_INDEX] = Run.Source.IMPORTED
+        summary = summarize(
+            (record.request for _, record, _ in parsed_run.records), values[RUN_FIELD_NAMES.index("wall_s")]
+        )
+        row = [*values, *summary, created_at, file_import.pk]
+        row[_STARTED_AT_INDEX] = adapt_datetime(row[_STARTED_AT_INDEX])
+        rows.append(row)
+    _insert(Run, RUN_INSERT_COLUMNS, rows)
+
+
+class _RequestRows:
+    """Builds request rows, adapting each distinct timestamp once."""
+
+    def __init__(self) -> None:
+        self.adapt_datetime = datetime_adapter()
+        self.extra_field = RequestResult._meta.get_field("extra")
+        self.empty_extra = self.extra_field.get_db_prep_save({}, connection)
+        self.times: dict[Any, Any] = {None: None}
+
+    def __call__(self, run_id: int, seq: int, record: Record, occurrence: int) -> tuple[Any, ...]:
+        ts, *rest = record.request
+        try:
+            ts_db = self.times[ts]
+        except KeyError:
+            ts_db = self.times[ts] = self.adapt_datetime(ts)
+        extra = self.extra_field.get_db_prep_save(record.extra, connection) if record.extra else self.empty_extra
+        request = [ts_db, *rest]
+        request[_ERROR] = request[_ERROR] or ""
+        request[_ERROR_TYPE] = request[_ERROR_TYPE] or ""
+        return (run_id, seq, *request, extra, record.content_hash, occurrence)
+
+
+def _insert(model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    quote = connection.ops.quote_name
+    sql = "INSERT INTO {} ({}) VALUES ({})".format(
+        quote(model._meta.db_table), ", ".join(quote(c) for c in columns), ", ".join(["%s"] * len(columns))
     )
-
-
-def _insert_requests(rows: list[tuple[Any, ...]]) -> None:
-    # The hot path of a large import: a plain executemany, inside the caller's
-    # transaction, is several times faster than building a model per row. The
-    # values were validated by records.normalize and the constraints still apply.
-    table = connection.ops.quote_name(RequestResult._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(c) for c in INSERT_COLUMNS)
-    placeholders = ", ".join(["%s"] * len(INSERT_COLUMNS))
-    sql = f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"
     with connection.cursor() as cursor:
         for i in range(0, len(rows), INSERT_BATCH):
             cursor.executemany(sql, rows[i : i + INSERT_BATCH])

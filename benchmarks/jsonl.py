@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
+import orjson
+
 CHUNK_BYTES = 1 << 20
 UTF8_BOM = b"\xef\xbb\xbf"
 EXCERPT_KEPT = 200  # bytes of an over-long line kept for its excerpt
@@ -89,10 +91,55 @@ def _reject_constant(name: str) -> Any:
 _decoder = json.JSONDecoder(object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant)
 
 
+# orjson reads an integer literal beyond 64 bits as a float; Python's json keeps it exact.
+_FLOAT_FROM_BIG_INT = float(2**63)
+
+
 def decode_line(raw: bytes, line_no: int) -> dict[str, Any]:
-    """Decode one line into a JSON object, or raise RecordError with the reason."""
+    """Decode one line into a JSON object, or raise RecordError with the reason.
+
+    The common case takes orjson's fast parser, and is accepted only when it is
+    certain to read the line exactly as the strict parser would; anything else
+    (nested objects, \\u escapes, long integers, errors) takes the strict path,
+    which also gives the precise reason.
+    """
     if line_no == 1 and raw.startswith(UTF8_BOM):
         raw = raw[len(UTF8_BOM) :]
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        value = None
+    if type(value) is dict and b"\\u" not in raw and _read_exactly(raw, value):
+        return value
+    return _decode_strictly(raw)
+
+
+def _read_exactly(raw: bytes, obj: dict[str, Any]) -> bool:
+    """True when orjson's flat object is what the strict parser would return.
+
+    Duplicate keys: without \\u escapes, every ':' in the raw line either ends a key
+    (one per key) or sits verbatim inside a string, so a dropped duplicate leaves an
+    extra ':' in the raw line that no kept key or string accounts for. Huge integers:
+    orjson turns them into floats, so any float that large goes the strict way.
+    Nested containers are left to the strict parser.
+    """
+    colons = len(obj)
+    for key, value in obj.items():
+        if ":" in key:
+            colons += key.count(":")
+        kind = type(value)
+        if kind is str:
+            if ":" in value:
+                colons += value.count(":")
+        elif kind is float:
+            if not -_FLOAT_FROM_BIG_INT < value < _FLOAT_FROM_BIG_INT:
+                return False
+        elif kind is dict or kind is list:
+            return False
+    return colons == raw.count(b":")
+
+
+def _decode_strictly(raw: bytes) -> dict[str, Any]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

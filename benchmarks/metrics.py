@@ -10,24 +10,17 @@ Formulas (shown in the UI beside each figure):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any, NamedTuple
+
+# Positions in a request tuple, in records.REQUEST_FIELD_NAMES order:
+# (ts, ok, http_status, error, error_type, prompt_tokens, n_predict, output_tokens,
+#  tok_s, elapsed_s, ttft_s)
+TS, OK, PROMPT_TOKENS, N_PREDICT, OUTPUT_TOKENS, TOK_S, ELAPSED_S = 0, 1, 5, 6, 7, 8, 9
 
 
-@dataclass(frozen=True, slots=True)
-class RequestFacts:
-    ok: bool
-    ts: datetime | None
-    prompt_tokens: int | None
-    n_predict: int | None
-    output_tokens: int | None
-    tok_s: float | None
-    elapsed_s: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
+class RunSummary(NamedTuple):
     started_at: datetime | None
     n_requests: int
     n_ok: int
@@ -42,7 +35,8 @@ class RunSummary:
     throughput_tok_s: float | None
 
 
-def summarize(requests: Iterable[RequestFacts], reported_wall_s: float | None) -> RunSummary:
+def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) -> RunSummary:
+    """Summarize a run from its request tuples (records.REQUEST_FIELD_NAMES order)."""
     started: list[datetime] = []
     prompts: list[int] = []
     predicts: list[int] = []
@@ -53,23 +47,23 @@ def summarize(requests: Iterable[RequestFacts], reported_wall_s: float | None) -
     output_complete = True
     for r in requests:
         n_requests += 1
-        if r.ts is not None:
-            started.append(r.ts)
-        if r.prompt_tokens is not None:
-            prompts.append(r.prompt_tokens)
-        if r.n_predict is not None:
-            predicts.append(r.n_predict)
-        if r.elapsed_s is not None:
-            elapsed.append(r.elapsed_s)
-        if not r.ok:
+        if r[TS] is not None:
+            started.append(r[TS])
+        if r[PROMPT_TOKENS] is not None:
+            prompts.append(r[PROMPT_TOKENS])
+        if r[N_PREDICT] is not None:
+            predicts.append(r[N_PREDICT])
+        if r[ELAPSED_S] is not None:
+            elapsed.append(r[ELAPSED_S])
+        if not r[OK]:
             continue
         n_ok += 1
-        if r.tok_s is not None:
-            rates.append(r.tok_s)
-        if r.output_tokens is None:
+        if r[TOK_S] is not None:
+            rates.append(r[TOK_S])
+        if r[OUTPUT_TOKENS] is None:
             output_complete = False
         else:
-            output_total += r.output_tokens
+            output_total += r[OUTPUT_TOKENS]
     if reported_wall_s is not None:
         wall, wall_source = reported_wall_s, "reported"
     elif elapsed:

@@ -100,7 +100,8 @@ class Run(models.Model):
 class RequestResult(models.Model):
     """One request of a run, as recorded."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="requests")
+    # No index of its own: the unique (run, seq) index serves lookups by run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="requests", db_index=False)
     seq = models.PositiveIntegerField(help_text="order within the run")
     ts = models.DateTimeField(null=True)
     ok = models.BooleanField()

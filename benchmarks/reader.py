@@ -20,7 +20,7 @@ from .records import RUN_FIELD_NAMES, Record, normalize
 class ParsedRun:
     key: str
     first_line: int
-    values: list[Any]  # run fields in RUN_FIELD_NAMES order, merged over its lines
+    values: tuple[Any, ...]  # run fields in RUN_FIELD_NAMES order, merged over its lines
     records: list[tuple[int, Record, int]] = field(default_factory=list)  # (line_no, record, occurrence)
     occurrences: Counter[str] = field(default_factory=Counter)
     value_lines: dict[int, int] = field(default_factory=dict)  # field index -> line that set it
@@ -61,6 +61,7 @@ class _HashingReader:
 def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> ParsedFile:
     parsed = ParsedFile()
     reader = _HashingReader(stream)
+    run_cache: dict[Any, tuple[Any, ...]] = {}
     for line_no, raw, too_long in iter_lines(reader, max_line_bytes):  # type: ignore[arg-type]
         if too_long:
             parsed.n_read += 1
@@ -75,7 +76,7 @@ def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> ParsedFile:
             continue
         parsed.n_read += 1
         try:
-            record = normalize(decode_line(raw, line_no))
+            record = normalize(decode_line(raw, line_no), run_cache)
             _add(parsed, line_no, record)
         except RecordError as exc:
             parsed.rejects.append(LineError(line_no, str(exc), excerpt_of(raw)))
@@ -88,10 +89,10 @@ def _add(parsed: ParsedFile, line_no: int, record: Record) -> None:
     key = record.run[0]
     run = parsed.runs.get(key)
     if run is None:
-        run = ParsedRun(key=key, first_line=line_no, values=list(record.run))
+        run = ParsedRun(key=key, first_line=line_no, values=record.run)
         run.value_lines = {i: line_no for i, v in enumerate(record.run) if v is not None}
         parsed.runs[key] = run
-    elif record.run != tuple(run.values):
+    elif record.run != run.values:
         _merge_run_values(run, record, line_no)
     occurrence = run.occurrences[record.content_hash]
     run.occurrences[record.content_hash] += 1
@@ -100,12 +101,13 @@ def _add(parsed: ParsedFile, line_no: int, record: Record) -> None:
 
 def _merge_run_values(run: ParsedRun, record: Record, line_no: int) -> None:
     """A run's lines must agree; a field missing on some lines is taken from the others."""
+    values = list(run.values)
     for i, value in enumerate(record.run):
         if value is None:
             continue
-        current = run.values[i]
+        current = values[i]
         if current is None:
-            run.values[i] = value
+            values[i] = value
             run.value_lines[i] = line_no
         elif current != value:
             name = RUN_FIELD_NAMES[i]
@@ -113,3 +115,4 @@ def _merge_run_values(run: ParsedRun, record: Record, line_no: int) -> None:
                 f"run {run.key!r}: {name!r} is {value!r} here but {current!r} on line {run.value_lines[i]}; "
                 "all lines of a run must describe the same run"
             )
+    run.values = tuple(values)

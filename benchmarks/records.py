@@ -13,11 +13,11 @@ pure: a dict in, a ``Record`` out, or a ``RecordError`` naming the problem.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -110,8 +110,7 @@ ERROR_TYPES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """One validated request record, fields under their canonical names."""
 
     run: tuple[Any, ...]  # values in RUN_FIELD_NAMES order
@@ -126,13 +125,17 @@ class Record:
         return dict(zip(REQUEST_FIELD_NAMES, self.request, strict=True))
 
 
-def normalize(obj: dict[str, Any]) -> Record:
-    """Map a decoded line (canonical or flat) to a validated Record."""
+def normalize(obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None = None) -> Record:
+    """Map a decoded line (canonical or flat) to a validated Record.
+
+    run_cache, when given, remembers validated run fields by their raw values (and
+    types), so the run context that a flat file repeats on every line is checked once.
+    """
     if "schema" in obj:
         fields, extra = _from_canonical(obj)
     else:
         fields, extra = _from_flat(obj)
-    return _validate(fields, extra)
+    return _validate(fields, extra, run_cache)
 
 
 def _from_canonical(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -179,22 +182,16 @@ def _from_canonical(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
 
 
 def _from_flat(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    fields: dict[str, Any] = {}
-    given_as: dict[str, str] = {}
-    extra: dict[str, Any] = {}
-    for key, value in obj.items():
-        name = ALIAS_TO_FIELD.get(key)
-        if name is None and key in INVERTED_ALIASES:
-            name = INVERTED_ALIASES[key]
-            if isinstance(value, bool):
-                value = not value
-        if name is None:
-            extra[key] = value
-            continue
-        if name in given_as:
-            raise RecordError(f"both {given_as[name]!r} and {key!r} given; they name the same field ({name})")
-        given_as[name] = key
-        fields[name] = value
+    fields = {ALIAS_TO_FIELD[key]: value for key, value in obj.items() if key in ALIAS_TO_FIELD}
+    extra = {key: value for key, value in obj.items() if key not in ALIAS_TO_FIELD} if len(fields) < len(obj) else {}
+    for key, name in INVERTED_ALIASES.items():
+        if key in extra:
+            value = extra.pop(key)
+            if name in fields:
+                _raise_alias_clash(obj, name)
+            fields[name] = (not value) if isinstance(value, bool) else value
+    if len(fields) + len(extra) != len(obj):
+        _raise_alias_clash(obj, None)
     error = fields.get("error")
     if isinstance(error, dict):  # a llama-server error object: {"code", "type", "message"}
         fields["error"] = error.get("message")
@@ -204,38 +201,94 @@ def _from_flat(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return fields, extra
 
 
+def _raise_alias_clash(obj: dict[str, Any], name: str | None) -> None:
+    given_as: dict[str, str] = {}
+    for key in obj:
+        field = ALIAS_TO_FIELD.get(key) or INVERTED_ALIASES.get(key)
+        if field is None:
+            continue
+        if field in given_as:
+            raise RecordError(f"both {given_as[field]!r} and {key!r} given; they name the same field ({field})")
+        given_as[field] = key
+    raise AssertionError(f"no alias clash found for {name}")
+
+
 def _error_type_from_server(server_type: object) -> str | None:
     if server_type == "exceed_context_size_error":
         return "exceed_context_size"
     return None
 
 
-def _validate(fields: dict[str, Any], extra: dict[str, Any]) -> Record:
-    get = fields.get
-    run_id = get("run_id")
+def _validate(fields: dict[str, Any], extra: dict[str, Any], run_cache: dict[Any, Any] | None) -> Record:
+    run = _run_values(fields, run_cache)
+    request = _request_values(fields)
+    return Record(run=run, request=request, extra=extra, content_hash=content_hash(request, extra))
+
+
+def _run_values(fields: dict[str, Any], cache: dict[Any, tuple[Any, ...]] | None) -> tuple[Any, ...]:
+    raw = tuple(map(fields.get, RUN_FIELD_NAMES))
+    if cache is None:
+        return _check_run_values(*raw)
+    key = (raw, tuple(map(type, raw)))  # types too: 1 == True and 1 == 1.0 in Python
+    try:
+        return cache[key]
+    except KeyError:
+        cache[key] = values = _check_run_values(*raw)
+        return values
+    except TypeError:  # an unhashable value (a list or object) in a run field
+        return _check_run_values(*raw)
+
+
+def _check_run_values(
+    run_id: Any,
+    source: Any,
+    label: Any,
+    model: Any,
+    gpu: Any,
+    vram_total_mib: Any,
+    vram_used_mib: Any,
+    wall_s: Any,
+    ctx_size: Any,
+    parallel: Any,
+    kv_unified: Any,
+    cache_type_k: Any,
+    cache_type_v: Any,
+    kv_offload: Any,
+    flash_attn: Any,
+    concurrency: Any,
+) -> tuple[Any, ...]:
     if isinstance(run_id, int) and not isinstance(run_id, bool):
         run_id = str(run_id)
-    run = (
+    return (
         _text(run_id, "run", required=True),
-        _choice(get("source"), "source", SOURCES),  # absent: "imported" when the run is stored
-        _text(get("label"), "label"),
-        _text(get("model"), "model", required=True),
-        _text(get("gpu"), "gpu"),
-        _int(get("vram_total_mib"), "vram_total_mib", minimum=1),
-        _int(get("vram_used_mib"), "vram_used_mib", minimum=0),
-        _number(get("wall_s"), "wall_s"),
-        _int(get("ctx_size"), "ctx_size", minimum=0),
-        _int(get("parallel"), "parallel", minimum=1),
-        _bool(get("kv_unified"), "kv_unified"),
-        _choice(get("cache_type_k"), "cache_type_k", CACHE_TYPES),
-        _choice(get("cache_type_v"), "cache_type_v", CACHE_TYPES),
-        _bool(get("kv_offload"), "kv_offload"),
-        _flash_attn(get("flash_attn")),
-        _int(get("concurrency"), "concurrency", minimum=1),
+        _choice(source, "source", SOURCES),  # absent: "imported" when the run is stored
+        _text(label, "label"),
+        _text(model, "model", required=True),
+        _text(gpu, "gpu"),
+        _int(vram_total_mib, "vram_total_mib", minimum=1),
+        _int(vram_used_mib, "vram_used_mib", minimum=0),
+        _number(wall_s, "wall_s"),
+        _int(ctx_size, "ctx_size", minimum=0),
+        _int(parallel, "parallel", minimum=1),
+        _bool(kv_unified, "kv_unified"),
+        _choice(cache_type_k, "cache_type_k", CACHE_TYPES),
+        _choice(cache_type_v, "cache_type_v", CACHE_TYPES),
+        _bool(kv_offload, "kv_offload"),
+        _flash_attn(flash_attn),
+        _int(concurrency, "concurrency", minimum=1),
     )
-    ok = _bool(get("ok"), "ok")
-    http_status = _int(get("http_status"), "status", minimum=0)
-    if http_status is not None and not 100 <= http_status <= 599:
+
+
+def _request_values(fields: dict[str, Any]) -> tuple[Any, ...]:
+    # The hot path of a large import: each check has an inline fast path for the
+    # common well-formed value and falls back to the full check (and its message).
+    get = fields.get
+    ok = get("ok")
+    if ok is not None and type(ok) is not bool:
+        _bool(ok, "ok")
+    http_status = get("http_status")
+    if http_status is not None and not (type(http_status) is int and 100 <= http_status <= 599):
+        http_status = _int(http_status, "status", minimum=0)
         raise RecordError(f"'status' must be an HTTP status code (100-599), got {http_status}")
     if ok is None:
         if http_status is None:
@@ -243,24 +296,34 @@ def _validate(fields: dict[str, Any], extra: dict[str, Any]) -> Record:
         ok = 200 <= http_status < 300
     elif http_status is not None and ok != (200 <= http_status < 300):
         raise RecordError(f"'ok' is {str(ok).lower()} but 'status' is {http_status}")
-    error = _text(get("error"), "error", limit=MAX_ERROR_CHARS)
-    error_type = _choice(get("error_type"), "error_type", ERROR_TYPES)
-    if not ok and error_type is None:
+    error = get("error")
+    if error is not None:
+        error = _text(error, "error", limit=MAX_ERROR_CHARS)
+    error_type = get("error_type")
+    if error_type is not None:
+        error_type = _choice(error_type, "error_type", ERROR_TYPES)
+    elif not ok:
         error_type = classify_error(http_status, error)
-    request = (
-        _timestamp(get("ts")),
-        ok,
-        http_status,
-        error,
-        error_type,
-        _int(get("prompt_tokens"), "prompt_tokens", minimum=0),
-        _int(get("n_predict"), "n_predict", minimum=-1),
-        _int(get("output_tokens"), "output_tokens", minimum=0),
-        _number(get("tok_s"), "tok_s"),
-        _number(get("elapsed_s"), "elapsed_s"),
-        _number(get("ttft_s"), "ttft_s"),
-    )
-    return Record(run=run, request=request, extra=extra, content_hash=content_hash(request, extra))
+    ts = get("ts")
+    if ts is not None:
+        ts = _parse_iso_time(ts) if type(ts) is str else _timestamp(ts)
+    prompt_tokens, n_predict, output_tokens = get("prompt_tokens"), get("n_predict"), get("output_tokens")
+    if prompt_tokens is not None and not (type(prompt_tokens) is int and 0 <= prompt_tokens <= MAX_INT):
+        prompt_tokens = _int(prompt_tokens, "prompt_tokens", minimum=0)
+    if n_predict is not None and not (type(n_predict) is int and -1 <= n_predict <= MAX_INT):
+        n_predict = _int(n_predict, "n_predict", minimum=-1)
+    if output_tokens is not None and not (type(output_tokens) is int and 0 <= output_tokens <= MAX_INT):
+        output_tokens = _int(output_tokens, "output_tokens", minimum=0)
+    tok_s, elapsed_s, ttft_s = get("tok_s"), get("elapsed_s"), get("ttft_s")
+    if tok_s is not None:
+        tok_s = tok_s if type(tok_s) is float and 0.0 <= tok_s < math.inf else _number(tok_s, "tok_s")
+    if elapsed_s is not None:
+        elapsed_s = (
+            elapsed_s if type(elapsed_s) is float and 0.0 <= elapsed_s < math.inf else _number(elapsed_s, "elapsed_s")
+        )
+    if ttft_s is not None:
+        ttft_s = ttft_s if type(ttft_s) is float and 0.0 <= ttft_s < math.inf else _number(ttft_s, "ttft_s")
+    return (ts, ok, http_status, error, error_type, prompt_tokens, n_predict, output_tokens, tok_s, elapsed_s, ttft_s)
 
 
 def classify_error(http_status: int | None, error: str | None) -> str:
@@ -281,9 +344,8 @@ def classify_error(http_status: int | None, error: str | None) -> str:
 
 def content_hash(request: tuple[Any, ...], extra: dict[str, Any]) -> str:
     """A stable digest of a request's content: identical records share it."""
-    values = [v.isoformat() if isinstance(v, datetime) else v for v in request]
     try:
-        payload = orjson.dumps([values, extra], option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+        payload = orjson.dumps((request, extra), option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError as exc:
         # Python's json reads what orjson (and the database) cannot hold.
         raise RecordError(
@@ -389,6 +451,11 @@ def _timestamp(value: object) -> datetime | None:
             raise RecordError(f"'ts' is out of range: {value}") from None
     if not isinstance(value, str):
         raise _wrong_type("ts", "an ISO 8601 time", value)
+    return _parse_iso_time(value)
+
+
+@functools.lru_cache(maxsize=4096)  # the requests of a run often share their timestamps
+def _parse_iso_time(value: str) -> datetime:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:

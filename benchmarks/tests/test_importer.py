@@ -1,7 +1,8 @@
 import io
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from benchmarks import importer
 from benchmarks.exporter import export_lines
@@ -174,13 +175,14 @@ def test_a_file_that_describes_a_stored_run_differently_is_rejected(import_bytes
 
 
 def test_an_import_that_fails_midway_stores_nothing(import_bytes, monkeypatch):
-    real_insert = importer._insert_requests
+    real_insert = importer._insert
 
-    def insert_then_fail(rows):
-        real_insert(rows)
-        raise OSError("disk full")
+    def insert_then_fail(model, columns, rows):
+        real_insert(model, columns, rows)
+        if model is RequestResult:
+            raise OSError("disk full")
 
-    monkeypatch.setattr(importer, "_insert_requests", insert_then_fail)
+    monkeypatch.setattr(importer, "_insert", insert_then_fail)
     with pytest.raises(OSError):
         import_bytes(jsonl(flat(), flat(run="r2")))
     assert Run.objects.count() == 0 and RequestResult.objects.count() == 0
@@ -249,3 +251,16 @@ def test_a_missing_source_agrees_with_a_stated_one(import_bytes):
 def test_a_file_holding_only_a_bom_is_empty_not_invalid(import_bytes):
     result = import_bytes(b"\xef\xbb\xbf\n")
     assert (result.status, result.n_read, result.n_blank) == ("imported", 0, 1)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        datetime(2026, 9, 18, 19, 2, 11, tzinfo=UTC),
+        datetime(2026, 9, 18, 19, 2, 11, 123456, tzinfo=UTC),
+        datetime(2026, 9, 18, 21, 2, 11, tzinfo=timezone(timedelta(hours=2))),
+        None,
+    ],
+)
+def test_the_datetime_shortcut_stores_what_django_would(value):
+    assert importer.datetime_adapter()(value) == connection.ops.adapt_datetimefield_value(value)

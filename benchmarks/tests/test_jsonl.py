@@ -56,3 +56,33 @@ def test_it_rejects_bad_lines_with_a_reason(raw, reason):
 
 def test_a_utf8_bom_on_the_first_line_is_accepted():
     assert decode_line(b'\xef\xbb\xbf{"a": 1}', 1) == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"ts": "12:00", "ts": "13:00"}',
+        b'{"a:b": 1, "a:b": 2}',
+        b'{"x": "1:2:3", "y": 4, "x": "5"}',
+        b'{"k": 1, "\\u006b": 2}',
+        b'{"n": 12345678901234567890123}',
+        b'{"o": {"a": 1}, "o": {"b": 2}}',
+        b'{"s": "\\u003a", "s": 1}',
+    ],
+)
+def test_the_fast_path_never_hides_a_duplicate_key_or_changes_a_value(raw):
+    import json
+
+    try:
+        expected = json.loads(raw, object_pairs_hook=_strict_pairs)
+    except ValueError:
+        with pytest.raises(RecordError, match="duplicate key"):
+            decode_line(raw, 2)
+        return
+    assert decode_line(raw, 2) == expected and type(decode_line(raw, 2)["n"]) is int
+
+
+def _strict_pairs(pairs):
+    if len({k for k, _ in pairs}) != len(pairs):
+        raise ValueError("duplicate")
+    return dict(pairs)
