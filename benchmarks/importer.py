@@ -10,7 +10,7 @@ import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from django.conf import settings
@@ -118,15 +118,15 @@ def _store(parsed: ParsedFile, meta: dict[str, Any]) -> FileImport:
     known = _known_requests([run.pk for run in existing.values()])
     rows: list[tuple[Any, ...]] = []
     touched_existing: list[Run] = []
-    to_row = _RequestRows()
+    request_row = _request_row_builder()
     for key, parsed_run in parsed.runs.items():
         run_id = run_ids[key]
         seen, next_seq = known.get(run_id, (set(), 0))
         before = len(rows)
         for _line_no, record, occurrence in parsed_run.records:
-            if (record.content_hash, occurrence) in seen:
+            if seen and (record.content_hash, occurrence) in seen:
                 continue
-            rows.append(to_row(run_id, next_seq, record, occurrence))
+            rows.append(request_row(run_id, next_seq, record, occurrence))
             next_seq += 1
         if key in existing:
             filled = _fill_missing_run_values(existing[key], parsed_run)
@@ -222,7 +222,6 @@ REQUEST_INSERT_COLUMNS = (
 _SOURCE_INDEX = RUN_FIELD_NAMES.index("source")
 _BLANK_INDEXES = tuple(RUN_FIELD_NAMES.index(name) for name in BLANK_IS_NONE)
 _STARTED_AT_INDEX = len(RUN_FIELD_NAMES) + SUMMARY_COLUMNS.index("started_at")
-_ERROR, _ERROR_TYPE = REQUEST_FIELD_NAMES.index("error"), REQUEST_FIELD_NAMES.index("error_type")
 
 
 def datetime_adapter() -> Callable[[datetime | None], Any]:
@@ -237,14 +236,13 @@ def datetime_adapter() -> Callable[[datetime | None], Any]:
         return adapt
 
     def adapt_utc(value: datetime | None) -> Any:
-        if value is None or value.utcoffset() != ZERO:
-            return adapt(value)
-        return str(value.replace(tzinfo=None))
+        if value is None:
+            return None
+        if value.tzinfo is UTC:  # records hold datetime.UTC datetimes
+            return value.isoformat(" ")[:-6]  # without "+00:00"
+        return adapt(value)
 
     return adapt_utc
-
-
-ZERO = timedelta(0)
 
 
 def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
@@ -267,26 +265,34 @@ def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
     _insert(Run, RUN_INSERT_COLUMNS, rows)
 
 
-class _RequestRows:
-    """Builds request rows, adapting each distinct timestamp once."""
+def _request_row_builder() -> Callable[[int, int, Record, int], tuple[Any, ...]]:
+    """Builds request rows in REQUEST_INSERT_COLUMNS order, adapting values for the backend."""
+    adapt_datetime = datetime_adapter()
+    extra_field = RequestResult._meta.get_field("extra")
+    empty_extra = extra_field.get_db_prep_save({}, connection)
 
-    def __init__(self) -> None:
-        self.adapt_datetime = datetime_adapter()
-        self.extra_field = RequestResult._meta.get_field("extra")
-        self.empty_extra = self.extra_field.get_db_prep_save({}, connection)
-        self.times: dict[Any, Any] = {None: None}
+    def request_row(run_id: int, seq: int, record: Record, occurrence: int) -> tuple[Any, ...]:
+        ts, ok, status, error, error_type, prompt, n_predict, output, tok_s, elapsed, ttft = record.request
+        return (
+            run_id,
+            seq,
+            adapt_datetime(ts),
+            ok,
+            status,
+            error or "",
+            error_type or "",
+            prompt,
+            n_predict,
+            output,
+            tok_s,
+            elapsed,
+            ttft,
+            extra_field.get_db_prep_save(record.extra, connection) if record.extra else empty_extra,
+            record.content_hash,
+            occurrence,
+        )
 
-    def __call__(self, run_id: int, seq: int, record: Record, occurrence: int) -> tuple[Any, ...]:
-        ts, *rest = record.request
-        try:
-            ts_db = self.times[ts]
-        except KeyError:
-            ts_db = self.times[ts] = self.adapt_datetime(ts)
-        extra = self.extra_field.get_db_prep_save(record.extra, connection) if record.extra else self.empty_extra
-        request = [ts_db, *rest]
-        request[_ERROR] = request[_ERROR] or ""
-        request[_ERROR_TYPE] = request[_ERROR_TYPE] or ""
-        return (run_id, seq, *request, extra, record.content_hash, occurrence)
+    return request_row
 
 
 def _insert(model: type[Model], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -41,34 +41,29 @@ def iter_lines(stream: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, by
     kept for the excerpt and the rest is skipped up to the next newline.
     """
     line_no = 0
-    pending = b""
-    oversized = False
-    while True:
-        chunk = stream.read(CHUNK_BYTES)
-        if not chunk:
-            break
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end == -1:
-                if not oversized:
-                    pending += chunk[start:]
-                    if len(pending) > max_line_bytes:
-                        pending = pending[:EXCERPT_KEPT]
-                        oversized = True
-                break
-            line_no += 1
+    pending = b""  # the start of a line that continues in the next chunk
+    oversized = False  # pending is only the excerpt of a line already too long
+    while chunk := stream.read(CHUNK_BYTES):
+        parts = chunk.split(b"\n")
+        tail = parts.pop()
+        if parts:
             if oversized:
+                line_no += 1
                 yield line_no, pending, True
-            else:
-                line = pending + chunk[start:end] if pending else chunk[start:end]
-                if len(line) > max_line_bytes:
-                    yield line_no, line[:EXCERPT_KEPT], True
+                del parts[0]
+            elif pending:
+                parts[0] = pending + parts[0]
+            pending, oversized = b"", False
+            for part in parts:
+                line_no += 1
+                if len(part) > max_line_bytes:
+                    yield line_no, part[:EXCERPT_KEPT], True
                 else:
-                    yield line_no, line, False
-            pending = b""
-            oversized = False
-            start = end + 1
+                    yield line_no, part, False
+        if not oversized:
+            pending += tail
+            if len(pending) > max_line_bytes:
+                pending, oversized = pending[:EXCERPT_KEPT], True
     if pending or oversized:
         yield line_no + 1, pending, oversized
 
@@ -91,52 +86,36 @@ def _reject_constant(name: str) -> Any:
 _decoder = json.JSONDecoder(object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant)
 
 
-# orjson reads an integer literal beyond 64 bits as a float; Python's json keeps it exact.
-_FLOAT_FROM_BIG_INT = float(2**63)
+# Every digit mapped to "0", so a run of 19 digits (an integer literal that may not
+# fit 64 bits, which orjson would turn into a float) is found by a substring search.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 19
 
 
 def decode_line(raw: bytes, line_no: int) -> dict[str, Any]:
     """Decode one line into a JSON object, or raise RecordError with the reason.
 
-    The common case takes orjson's fast parser, and is accepted only when it is
-    certain to read the line exactly as the strict parser would; anything else
-    (nested objects, \\u escapes, long integers, errors) takes the strict path,
-    which also gives the precise reason.
+    The common line takes orjson's fast parser, accepted only when it certainly read
+    the line as the strict parser would; anything else (\\u escapes, long integers,
+    duplicate keys, errors) takes the strict path, which also gives the precise reason.
     """
     if line_no == 1 and raw.startswith(UTF8_BOM):
         raw = raw[len(UTF8_BOM) :]
     try:
         value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        value = None
-    if type(value) is dict and b"\\u" not in raw and _read_exactly(raw, value):
-        return value
+        if (
+            type(value) is dict
+            and b"\\u" not in raw
+            and _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO)
+            and orjson.dumps(value).count(b":") == raw.count(b":")
+        ):
+            # Without \\u escapes every ':' of a line ends a key or sits verbatim in a
+            # string, and orjson writes both back alike; a duplicate key that orjson
+            # dropped leaves the line with more ':' than the re-serialized object.
+            return value
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        pass
     return _decode_strictly(raw)
-
-
-def _read_exactly(raw: bytes, obj: dict[str, Any]) -> bool:
-    """True when orjson's flat object is what the strict parser would return.
-
-    Duplicate keys: without \\u escapes, every ':' in the raw line either ends a key
-    (one per key) or sits verbatim inside a string, so a dropped duplicate leaves an
-    extra ':' in the raw line that no kept key or string accounts for. Huge integers:
-    orjson turns them into floats, so any float that large goes the strict way.
-    Nested containers are left to the strict parser.
-    """
-    colons = len(obj)
-    for key, value in obj.items():
-        if ":" in key:
-            colons += key.count(":")
-        kind = type(value)
-        if kind is str:
-            if ":" in value:
-                colons += value.count(":")
-        elif kind is float:
-            if not -_FLOAT_FROM_BIG_INT < value < _FLOAT_FROM_BIG_INT:
-                return False
-        elif kind is dict or kind is list:
-            return False
-    return colons == raw.count(b":")
 
 
 def _decode_strictly(raw: bytes) -> dict[str, Any]:

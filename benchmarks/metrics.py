@@ -37,45 +37,26 @@ class RunSummary(NamedTuple):
 
 def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) -> RunSummary:
     """Summarize a run from its request tuples (records.REQUEST_FIELD_NAMES order)."""
-    started: list[datetime] = []
-    prompts: list[int] = []
-    predicts: list[int] = []
-    rates: list[float] = []
-    elapsed: list[float] = []
-    n_requests = n_ok = 0
-    output_total = 0
-    output_complete = True
-    for r in requests:
-        n_requests += 1
-        if r[TS] is not None:
-            started.append(r[TS])
-        if r[PROMPT_TOKENS] is not None:
-            prompts.append(r[PROMPT_TOKENS])
-        if r[N_PREDICT] is not None:
-            predicts.append(r[N_PREDICT])
-        if r[ELAPSED_S] is not None:
-            elapsed.append(r[ELAPSED_S])
-        if not r[OK]:
-            continue
-        n_ok += 1
-        if r[TOK_S] is not None:
-            rates.append(r[TOK_S])
-        if r[OUTPUT_TOKENS] is None:
-            output_complete = False
-        else:
-            output_total += r[OUTPUT_TOKENS]
-    if reported_wall_s is not None:
-        wall, wall_source = reported_wall_s, "reported"
-    elif elapsed:
-        wall, wall_source = max(elapsed), "derived"
-    else:
-        wall, wall_source = None, ""
-    output_tokens_total = output_total if n_ok and output_complete else None
+    rows = list(requests)
+    if not rows:
+        return RunSummary(
+            None, 0, 0, None, None, None, None, None, None, reported_wall_s, _wall_source(reported_wall_s, None), None
+        )
+    columns = list(zip(*rows, strict=True))
+    ok_rows = [r for r in rows if r[OK]]
+    started = [t for t in columns[TS] if t is not None]
+    prompts = [n for n in columns[PROMPT_TOKENS] if n is not None]
+    predicts = [n for n in columns[N_PREDICT] if n is not None]
+    elapsed = [e for e in columns[ELAPSED_S] if e is not None]
+    rates = [r[TOK_S] for r in ok_rows if r[TOK_S] is not None]
+    outputs = [r[OUTPUT_TOKENS] for r in ok_rows]
+    wall = reported_wall_s if reported_wall_s is not None else (max(elapsed) if elapsed else None)
+    output_tokens_total = sum(outputs) if ok_rows and None not in outputs else None
     throughput = output_tokens_total / wall if output_tokens_total is not None and wall else None
     return RunSummary(
         started_at=min(started) if started else None,
-        n_requests=n_requests,
-        n_ok=n_ok,
+        n_requests=len(rows),
+        n_ok=len(ok_rows),
         prompt_tokens_max=max(prompts) if prompts else None,
         n_predict_max=max(predicts) if predicts else None,
         output_tokens_total=output_tokens_total,
@@ -83,6 +64,12 @@ def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) 
         tok_s_min=min(rates) if rates else None,
         tok_s_max=max(rates) if rates else None,
         effective_wall_s=wall,
-        effective_wall_source=wall_source,
+        effective_wall_source=_wall_source(reported_wall_s, wall),
         throughput_tok_s=throughput,
     )
+
+
+def _wall_source(reported_wall_s: float | None, wall: float | None) -> str:
+    if reported_wall_s is not None:
+        return "reported"
+    return "derived" if wall is not None else ""

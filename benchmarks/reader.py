@@ -8,7 +8,6 @@ is written.
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -22,7 +21,7 @@ class ParsedRun:
     first_line: int
     values: tuple[Any, ...]  # run fields in RUN_FIELD_NAMES order, merged over its lines
     records: list[tuple[int, Record, int]] = field(default_factory=list)  # (line_no, record, occurrence)
-    occurrences: Counter[str] = field(default_factory=Counter)
+    occurrences: dict[str, int] = field(default_factory=dict)  # content hash -> times seen
     value_lines: dict[int, int] = field(default_factory=dict)  # field index -> line that set it
 
     def run_dict(self) -> dict[str, Any]:
@@ -71,7 +70,7 @@ def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> ParsedFile:
             continue
         if line_no == 1 and raw.startswith(UTF8_BOM):
             raw = raw[len(UTF8_BOM) :]
-        if not raw.strip():
+        if not raw or raw.isspace():
             parsed.n_blank += 1
             continue
         parsed.n_read += 1
@@ -92,10 +91,10 @@ def _add(parsed: ParsedFile, line_no: int, record: Record) -> None:
         run = ParsedRun(key=key, first_line=line_no, values=record.run)
         run.value_lines = {i: line_no for i, v in enumerate(record.run) if v is not None}
         parsed.runs[key] = run
-    elif record.run != run.values:
+    elif record.run is not run.values and record.run != run.values:
         _merge_run_values(run, record, line_no)
-    occurrence = run.occurrences[record.content_hash]
-    run.occurrences[record.content_hash] += 1
+    occurrence = run.occurrences.get(record.content_hash, 0)
+    run.occurrences[record.content_hash] = occurrence + 1
     run.records.append((line_no, record, occurrence))
 
 

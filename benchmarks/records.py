@@ -133,9 +133,19 @@ def normalize(obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None 
     """
     if "schema" in obj:
         fields, extra = _from_canonical(obj)
+        run_raw = tuple(map(fields.get, RUN_FIELD_NAMES))
+        request_raw = tuple(map(fields.get, REQUEST_FIELD_NAMES))
     else:
-        fields, extra = _from_flat(obj)
-    return _validate(fields, extra, run_cache)
+        plan = _flat_plan(obj)
+        run_raw = tuple(map(obj.get, plan.run_keys))
+        request_raw = tuple(map(obj.get, plan.request_keys))
+        extra = {key: obj[key] for key in plan.extra_keys} if plan.extra_keys else {}
+        if plan.inverted:
+            run_raw = _invert(run_raw, plan.inverted)
+        if type(request_raw[_ERROR]) is dict:
+            request_raw = _from_error_object(request_raw)
+    request = _request_values(*request_raw)
+    return Record(_run_values(run_raw, run_cache), request, extra, content_hash(request, extra))
 
 
 def _from_canonical(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -181,36 +191,72 @@ def _from_canonical(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     return fields, extra
 
 
-def _from_flat(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    fields = {ALIAS_TO_FIELD[key]: value for key, value in obj.items() if key in ALIAS_TO_FIELD}
-    extra = {key: value for key, value in obj.items() if key not in ALIAS_TO_FIELD} if len(fields) < len(obj) else {}
-    for key, name in INVERTED_ALIASES.items():
-        if key in extra:
-            value = extra.pop(key)
-            if name in fields:
-                _raise_alias_clash(obj, name)
-            fields[name] = (not value) if isinstance(value, bool) else value
-    if len(fields) + len(extra) != len(obj):
-        _raise_alias_clash(obj, None)
-    error = fields.get("error")
-    if isinstance(error, dict):  # a llama-server error object: {"code", "type", "message"}
-        fields["error"] = error.get("message")
-        fields.setdefault("error_type", _error_type_from_server(error.get("type")))
-        if fields.get("http_status") is None and isinstance(error.get("code"), int):
-            fields["http_status"] = error["code"]
-    return fields, extra
+class _FlatPlan(NamedTuple):
+    """Where each field sits in a flat object with a given set of keys."""
+
+    run_keys: tuple[str, ...]  # the key holding each run field, or _ABSENT
+    request_keys: tuple[str, ...]
+    extra_keys: tuple[str, ...]
+    inverted: tuple[int, ...]  # run field positions given by an inverted alias
 
 
-def _raise_alias_clash(obj: dict[str, Any], name: str | None) -> None:
-    given_as: dict[str, str] = {}
-    for key in obj:
-        field = ALIAS_TO_FIELD.get(key) or INVERTED_ALIASES.get(key)
-        if field is None:
+_ABSENT = "\x00absent"  # a key no JSON object of a valid file holds
+_PLANS: dict[tuple[str, ...], _FlatPlan] = {}
+_ERROR = REQUEST_FIELD_NAMES.index("error")
+
+
+def _flat_plan(obj: dict[str, Any]) -> _FlatPlan:
+    # Lab files repeat one set of keys on every line: map them to fields once.
+    keys = tuple(obj)
+    plan = _PLANS.get(keys)
+    if plan is None:
+        plan = _make_flat_plan(keys)
+        if len(_PLANS) > 1024:
+            _PLANS.clear()
+        _PLANS[keys] = plan
+    return plan
+
+
+def _make_flat_plan(keys: tuple[str, ...]) -> _FlatPlan:
+    source: dict[str, str] = {}
+    inverted: list[int] = []
+    extra: list[str] = []
+    for key in keys:
+        name = ALIAS_TO_FIELD.get(key) or INVERTED_ALIASES.get(key)
+        if name is None:
+            extra.append(key)
             continue
-        if field in given_as:
-            raise RecordError(f"both {given_as[field]!r} and {key!r} given; they name the same field ({field})")
-        given_as[field] = key
-    raise AssertionError(f"no alias clash found for {name}")
+        if name in source:
+            raise RecordError(f"both {source[name]!r} and {key!r} given; they name the same field ({name})")
+        source[name] = key
+        if key in INVERTED_ALIASES:
+            inverted.append(RUN_FIELD_NAMES.index(name))
+    return _FlatPlan(
+        run_keys=tuple(source.get(name, _ABSENT) for name in RUN_FIELD_NAMES),
+        request_keys=tuple(source.get(name, _ABSENT) for name in REQUEST_FIELD_NAMES),
+        extra_keys=tuple(extra),
+        inverted=tuple(inverted),
+    )
+
+
+def _invert(run_raw: tuple[Any, ...], positions: tuple[int, ...]) -> tuple[Any, ...]:
+    values = list(run_raw)
+    for i in positions:
+        if isinstance(values[i], bool):
+            values[i] = not values[i]
+    return tuple(values)
+
+
+def _from_error_object(request_raw: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A llama-server error object in "error": {"code", "type", "message"}."""
+    fields = dict(zip(REQUEST_FIELD_NAMES, request_raw, strict=True))
+    error = fields["error"]
+    fields["error"] = error.get("message")
+    if fields["error_type"] is None:
+        fields["error_type"] = _error_type_from_server(error.get("type"))
+    if fields["http_status"] is None and isinstance(error.get("code"), int):
+        fields["http_status"] = error["code"]
+    return tuple(fields.values())
 
 
 def _error_type_from_server(server_type: object) -> str | None:
@@ -219,14 +265,7 @@ def _error_type_from_server(server_type: object) -> str | None:
     return None
 
 
-def _validate(fields: dict[str, Any], extra: dict[str, Any], run_cache: dict[Any, Any] | None) -> Record:
-    run = _run_values(fields, run_cache)
-    request = _request_values(fields)
-    return Record(run=run, request=request, extra=extra, content_hash=content_hash(request, extra))
-
-
-def _run_values(fields: dict[str, Any], cache: dict[Any, tuple[Any, ...]] | None) -> tuple[Any, ...]:
-    raw = tuple(map(fields.get, RUN_FIELD_NAMES))
+def _run_values(raw: tuple[Any, ...], cache: dict[Any, tuple[Any, ...]] | None) -> tuple[Any, ...]:
     if cache is None:
         return _check_run_values(*raw)
     key = (raw, tuple(map(type, raw)))  # types too: 1 == True and 1 == 1.0 in Python
@@ -279,14 +318,23 @@ def _check_run_values(
     )
 
 
-def _request_values(fields: dict[str, Any]) -> tuple[Any, ...]:
+def _request_values(
+    ts: Any,
+    ok: Any,
+    http_status: Any,
+    error: Any,
+    error_type: Any,
+    prompt_tokens: Any,
+    n_predict: Any,
+    output_tokens: Any,
+    tok_s: Any,
+    elapsed_s: Any,
+    ttft_s: Any,
+) -> tuple[Any, ...]:
     # The hot path of a large import: each check has an inline fast path for the
     # common well-formed value and falls back to the full check (and its message).
-    get = fields.get
-    ok = get("ok")
     if ok is not None and type(ok) is not bool:
         _bool(ok, "ok")
-    http_status = get("http_status")
     if http_status is not None and not (type(http_status) is int and 100 <= http_status <= 599):
         http_status = _int(http_status, "status", minimum=0)
         raise RecordError(f"'status' must be an HTTP status code (100-599), got {http_status}")
@@ -296,25 +344,20 @@ def _request_values(fields: dict[str, Any]) -> tuple[Any, ...]:
         ok = 200 <= http_status < 300
     elif http_status is not None and ok != (200 <= http_status < 300):
         raise RecordError(f"'ok' is {str(ok).lower()} but 'status' is {http_status}")
-    error = get("error")
     if error is not None:
         error = _text(error, "error", limit=MAX_ERROR_CHARS)
-    error_type = get("error_type")
     if error_type is not None:
         error_type = _choice(error_type, "error_type", ERROR_TYPES)
     elif not ok:
         error_type = classify_error(http_status, error)
-    ts = get("ts")
     if ts is not None:
         ts = _parse_iso_time(ts) if type(ts) is str else _timestamp(ts)
-    prompt_tokens, n_predict, output_tokens = get("prompt_tokens"), get("n_predict"), get("output_tokens")
     if prompt_tokens is not None and not (type(prompt_tokens) is int and 0 <= prompt_tokens <= MAX_INT):
         prompt_tokens = _int(prompt_tokens, "prompt_tokens", minimum=0)
     if n_predict is not None and not (type(n_predict) is int and -1 <= n_predict <= MAX_INT):
         n_predict = _int(n_predict, "n_predict", minimum=-1)
     if output_tokens is not None and not (type(output_tokens) is int and 0 <= output_tokens <= MAX_INT):
         output_tokens = _int(output_tokens, "output_tokens", minimum=0)
-    tok_s, elapsed_s, ttft_s = get("tok_s"), get("elapsed_s"), get("ttft_s")
     if tok_s is not None:
         tok_s = tok_s if type(tok_s) is float and 0.0 <= tok_s < math.inf else _number(tok_s, "tok_s")
     if elapsed_s is not None:

@@ -86,3 +86,24 @@ def _strict_pairs(pairs):
     if len({k for k, _ in pairs}) != len(pairs):
         raise ValueError("duplicate")
     return dict(pairs)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 8, 13, 64, 1 << 20])
+def test_line_splitting_matches_a_plain_split_for_any_chunk_size(monkeypatch, chunk):
+    import random
+
+    monkeypatch.setattr("benchmarks.jsonl.CHUNK_BYTES", chunk)
+    rng = random.Random(chunk)
+    for _ in range(50):
+        data = b"".join(rng.choice([b"\n", b"a", b"bb", b"x" * 30, b"\r\n", "\u2028".encode()]) for _ in range(40))
+        limit = rng.choice([5, 20, 1000])
+        expected_lines = data.split(b"\n")
+        if expected_lines[-1] == b"":
+            expected_lines.pop()
+        got = list(iter_lines(io.BytesIO(data), limit))
+        assert [(n, too_long) for n, _, too_long in got] == [
+            (n, len(line) > limit) for n, line in enumerate(expected_lines, start=1)
+        ], (data, limit)
+        for (_, raw, too_long), line in zip(got, expected_lines, strict=True):
+            # a line over the limit keeps only a prefix, for its excerpt
+            assert raw == line if not too_long else (line.startswith(raw) and 0 < len(raw) <= 200)
