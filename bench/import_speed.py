@@ -56,33 +56,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import common  # bench/ is on sys.path when a script runs
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 REQUESTS_PER_RUN = 10
 
 # --- the synthetic file ------------------------------------------------------------
 
-MODELS = [
-    "Devstral-Small-2-24B-Q4_K_M.gguf",
-    "Qwen3-30B-A3B-Instruct-2507-Q4_K_M.gguf",
-    "Qwen3-Coder-30B-A3B-Instruct-Q5_K_M.gguf",
-    "gemma-3-27b-it-Q4_K_M.gguf",
-    "Llama-3.3-70B-Instruct-IQ3_XXS.gguf",
-    "gpt-oss-20b-mxfp4.gguf",
-    "Mistral-Small-3.2-24B-Instruct-Q6_K.gguf",
-    "phi-4-Q8_0.gguf",
-]
-GPUS = {  # name -> total VRAM (MiB)
-    "RTX 5060 Ti 16GB": 16311,
-    "RTX 4090": 24564,
-    "RTX 3090": 24576,
-    "RTX 5090": 32607,
-    "A100 80GB": 81920,
-}
-LABELS = ["original", "unified-kv", "q8-cache", "q4-cache", "no-offload", "fa-on", "big-ctx", "np8", "baseline"]
+MODELS = common.MODELS
+GPUS = common.GPUS
+LABELS = common.LABELS
 CACHE_TYPES = ["f16", "f16", "q8_0", "q8_0", "q4_0", "bf16", "q5_1", "iq4_nl"]
 FLASH_ATTN = [None, True, False, "on", "off", "auto"]
-CTX_SIZES = [4096, 8192, 16384, 32768, 65536, 131072]
+CTX_SIZES = common.CTX_SIZES
 FAILURES = [  # (status, error)
     (500, "Context size has been exceeded."),
     (400, "the request exceeds the available context size, try increasing it"),
@@ -225,17 +212,7 @@ def time_baseline(path: Path, db_path: Path, n_expected: int) -> float:
 # --- kvlab's importer --------------------------------------------------------------
 
 
-def setup_django(var_dir: Path) -> None:
-    """Point kvlab at a temporary SQLite database, then start Django."""
-    os.environ["KVLAB_VAR_DIR"] = str(var_dir)
-    os.environ.pop("DATABASE_URL", None)  # this benchmark measures the SQLite default
-    os.environ.setdefault("KVLAB_LOG_LEVEL", "WARNING")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "kvlab.settings"
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+setup_django = common.setup_django
 
 
 class KvlabDatabases:

@@ -45,49 +45,26 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import common  # bench/ is on sys.path when a script runs
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 ROW_MARKER = b'<tr class="outcome-'  # one per run row in templates/benchmarks/run_list.html
 
-MODELS = [
-    "Devstral-Small-2-24B-Q4_K_M.gguf",
-    "Qwen3-30B-A3B-Instruct-2507-Q4_K_M.gguf",
-    "Qwen3-Coder-30B-A3B-Instruct-Q5_K_M.gguf",
-    "gemma-3-27b-it-Q4_K_M.gguf",
-    "Llama-3.3-70B-Instruct-IQ3_XXS.gguf",
-    "gpt-oss-20b-mxfp4.gguf",
-    "Mistral-Small-3.2-24B-Instruct-Q6_K.gguf",
-    "phi-4-Q8_0.gguf",
-]
-GPUS = {
-    "RTX 5060 Ti 16GB": 16311,
-    "RTX 4090": 24564,
-    "RTX 3090": 24576,
-    "RTX 5090": 32607,
-    "A100 80GB": 81920,
-    "": None,
-}
-LABELS = ["original", "unified-kv", "q8-cache", "q4-cache", "no-offload", "fa-on", "big-ctx", "np8", "baseline", ""]
+MODELS = common.MODELS
+GPUS: dict[str, int | None] = {**common.GPUS, "": None}  # blank GPUs too
+LABELS = [*common.LABELS, ""]
 CACHE_TYPES = ["f16", "f16", "q8_0", "q8_0", "q4_0", "bf16", "q5_1", "iq4_nl", ""]
 FLASH_ATTN = ["", "on", "off", "auto"]
-CTX_SIZES = [4096, 8192, 16384, 32768, 65536, 131072, None]
+CTX_SIZES = [*common.CTX_SIZES, None]
 
 
 # --- the database ------------------------------------------------------------------
 
 
 def setup_django(var_dir: Path) -> None:
-    """Point kvlab at a temporary SQLite database, allow the test client's host, start Django."""
-    os.environ["KVLAB_VAR_DIR"] = str(var_dir)
-    os.environ["KVLAB_ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
-    os.environ.pop("DATABASE_URL", None)  # this benchmark measures the SQLite default
-    os.environ.setdefault("KVLAB_LOG_LEVEL", "WARNING")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "kvlab.settings"
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+    """Start Django on a scratch database the test client may reach, and migrate it."""
+    common.setup_django(var_dir, allowed_hosts="testserver,127.0.0.1,localhost")
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)

@@ -322,3 +322,12 @@ def test_a_run_page_exports_that_run(client, demo_import):
     lines = b"".join(client.get(link).streaming_content).splitlines()
     assert len(lines) == 3 and all(b'"id":"c2-x3"' in line for line in lines)
     assert client.get(reverse("run-export", args=[9999])).status_code == 404
+
+
+def test_a_long_run_pages_its_requests(client, import_bytes):
+    import_bytes(jsonl(*[flat(tok_s=float(i)) for i in range(205)]))
+    run = Run.objects.get()
+    first = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    second = client.get(reverse("run-detail", args=[run.pk]), {"page": 2}).content.decode()
+    assert first.count('<tr class="ok">') == 200 and "page 1 of 2" in first and "?page=2" in first
+    assert second.count('<tr class="ok">') == 5 and ">204.0<" in second
