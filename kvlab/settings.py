@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "benchmarks",
+    "sizing",
 ]
 
 MIDDLEWARE = [
