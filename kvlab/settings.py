@@ -156,6 +156,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # while it streams in, before it reaches the disk.
 KVLAB_IMPORT_MAX_LINE_BYTES = env_int("KVLAB_IMPORT_MAX_LINE_BYTES", 64 * 1024)
 KVLAB_UPLOAD_MAX_BYTES = env_int("KVLAB_UPLOAD_MAX_BYTES", 64 * 1024 * 1024)
+# The sizing page reads a GGUF's metadata from the first bytes of the file only.
+KVLAB_GGUF_HEAD_MAX_BYTES = env_int("KVLAB_GGUF_HEAD_MAX_BYTES", 32 * 1024 * 1024)
 # Django holds at most this much of an upload in memory before spooling it to disk.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 

@@ -66,6 +66,20 @@ class GGUFHead:
     tensors: list[TensorInfo] = field(default_factory=list)
     complete: bool = True  # False when the tensor table was cut off by a short head
 
+    def metadata_without_vocab(self) -> dict[str, Any]:
+        """The metadata with the tokenizer's long arrays replaced by their length."""
+        kept: dict[str, Any] = {}
+        for key, value in self.metadata.items():
+            if key.startswith("tokenizer.ggml.") and isinstance(value, list):
+                kept[key + ".count"] = len(value)
+            else:
+                kept[key] = value
+        arch = self.metadata.get("general.architecture")
+        tokens = self.metadata.get("tokenizer.ggml.tokens")
+        if isinstance(arch, str) and isinstance(tokens, list):
+            kept.setdefault(f"{arch}.vocab_size", len(tokens))
+        return kept
+
     @property
     def weights_bytes(self) -> int | None:
         """Sum of tensor sizes (the model buffer), or None if the table is incomplete."""

@@ -1,0 +1,13 @@
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def exact_bytes(value: int | None) -> str:
+    """12,345,678 B (11.77 MiB): exact bytes with MiB beside them."""
+    if value is None:
+        return "—"
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    return f"{sign}{value:,} B ({sign}{value / 1048576:,.2f} MiB)"

@@ -1,0 +1,210 @@
+"""The sizing page, GGUF head uploads, share snapshots and "explain this run"."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_POST
+
+from benchmarks.models import Run
+from benchmarks.uploads import SizeLimitUploadHandler
+
+from . import catalogue
+from .cmdline import to_command
+from .forms import GgufUploadForm, SizingForm, flags_from_run
+from .gguf import GGUFError, read_gguf_head
+from .hparams import ModelSpecError, model_params
+from .kv import FORMULA_VERSION
+from .memory import ESTIMATE_FORMULA
+from .models import GgufHead, SizingSnapshot
+from .recommend import RANKING
+from .render import text_report
+from .report import as_json, size
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def catalogue_id_for(model_name: str) -> str:
+    """The catalogue entry a run's model file names, by its id's letters and digits."""
+    wanted = _normalized(model_name)
+    matches = [m.id for m in catalogue.models().values() if _normalized(m.id) in wanted]
+    return max(matches, key=len) if matches else ""
+
+
+def _history(inputs: object) -> list[Run]:
+    """Measured runs of the same model and GPU, to show beside the prediction."""
+    catalogue_id = getattr(inputs, "catalogue_id", "")
+    if not catalogue_id:
+        return []
+    runs = Run.objects.order_by("-started_at")
+    gpu_mib = getattr(inputs, "gpu_mib", None)
+    if gpu_mib:
+        runs = runs.filter(Q(vram_total_mib=gpu_mib) | Q(vram_total_mib__isnull=True))
+    first_word = catalogue_id.split("-")[0]
+    candidates = runs.filter(model__icontains=first_word)[:200]
+    return [r for r in candidates if catalogue_id_for(r.model) == catalogue_id][:10]
+
+
+@require_GET
+def size_page(request: HttpRequest) -> HttpResponse:
+    form = SizingForm(request.GET or None)
+    context = _page_context(form)
+    status = 200
+    if form.is_bound:
+        if form.is_valid() and form.inputs is not None:
+            inputs = form.inputs
+            result = size(
+                inputs.model,
+                inputs.flags,
+                workload=inputs.workload,
+                gpu_mib=inputs.gpu_mib,
+                weights_bytes=inputs.weights_bytes,
+                weights_source=inputs.weights_source,
+                model_path=inputs.model_path,
+            )
+            context.update(
+                inputs=inputs,
+                result=result,
+                history=_history(inputs),
+                query=request.GET.urlencode(),
+                command_line=" ".join(to_command(inputs.flags, inputs.model_path)),
+            )
+        elif not form.is_valid():
+            status = 400
+    template = "sizing/size.html#results" if getattr(request, "htmx", False) else "sizing/size.html"
+    return render(request, template, context, status=status)
+
+
+@csrf_exempt  # checked by upload_gguf_checked once the size cap is in place
+@login_required
+@require_POST
+def upload_gguf(request: HttpRequest) -> HttpResponse:
+    request.upload_handlers.insert(0, _HeadCapHandler(request, settings.KVLAB_GGUF_HEAD_MAX_BYTES))
+    return upload_gguf_checked(request)
+
+
+class _HeadCapHandler(SizeLimitUploadHandler):
+    """Keeps only the first bytes of a GGUF: its head. The rest is never stored."""
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
+        room = self.limit - self.received
+        self.received += len(raw_data)
+        if room <= 0:
+            return None
+        return raw_data[:room]
+
+    def handle_raw_input(self, *args: object, **kwargs: object) -> None:
+        return None
+
+
+@csrf_protect
+def upload_gguf_checked(request: HttpRequest) -> HttpResponse:
+    form = GgufUploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _size_error(request, "Choose a GGUF file to upload.")
+    upload = form.cleaned_data["head"]
+    data = upload.read(settings.KVLAB_GGUF_HEAD_MAX_BYTES)
+    try:
+        head = read_gguf_head(io.BytesIO(data))
+        model_params(head.metadata)
+    except (GGUFError, ModelSpecError) as exc:
+        return _size_error(request, f"{upload.name}: {exc}")
+    stored = GgufHead.objects.create(
+        filename=upload.name[:255],
+        sha256=hashlib.sha256(data).hexdigest(),
+        size_bytes=len(data),
+        metadata=head.metadata_without_vocab(),
+        weights_bytes=head.weights_bytes,
+        n_tensors=len(head.tensors),
+        uploaded_by=request.user,
+    )
+    return redirect(f"{reverse('sizing')}?{urlencode({'source': 'gguf', 'gguf': stored.pk})}")
+
+
+def _page_context(form: SizingForm) -> dict[str, object]:
+    return {
+        "form": form,
+        "ranking": RANKING,
+        "estimate_formula": ESTIMATE_FORMULA,
+        "formula_version": FORMULA_VERSION,
+        "head_max": settings.KVLAB_GGUF_HEAD_MAX_BYTES,
+    }
+
+
+def _size_error(request: HttpRequest, message: str) -> HttpResponse:
+    context = _page_context(SizingForm()) | {"upload_error": message}
+    return render(request, "sizing/size.html", context, status=400)
+
+
+@login_required
+@require_POST
+def share(request: HttpRequest) -> HttpResponse:
+    query = request.POST.get("query", "")
+    form = SizingForm(QueryDict(query))
+    if not form.is_valid() or form.inputs is None:
+        return render(request, "sizing/size.html", _page_context(form), status=400)
+    inputs = form.inputs
+    result = size(
+        inputs.model,
+        inputs.flags,
+        workload=inputs.workload,
+        gpu_mib=inputs.gpu_mib,
+        weights_bytes=inputs.weights_bytes,
+        weights_source=inputs.weights_source,
+        model_path=inputs.model_path,
+    )
+    title = inputs.model_label + (f" on {inputs.gpu_label}" if inputs.gpu_label else "")
+    snapshot = SizingSnapshot.objects.create(
+        inputs=dict(QueryDict(query).lists()),
+        title=title[:300],
+        result=as_json(result),
+        report_text=text_report(result),
+        formula_version=FORMULA_VERSION,
+        created_by=request.user,
+    )
+    return redirect("sizing-snapshot", slug=snapshot.slug)
+
+
+@require_GET
+def snapshot_page(request: HttpRequest, slug: str) -> HttpResponse:
+    snapshot = get_object_or_404(SizingSnapshot, slug=slug)
+    live_url = f"{reverse('sizing')}?{urlencode(snapshot.inputs, doseq=True)}"
+    return render(request, "sizing/snapshot.html", {"snapshot": snapshot, "live_url": live_url})
+
+
+@require_GET
+def explain_run(request: HttpRequest, pk: int) -> HttpResponse:
+    """Open the sizing for a run's model, GPU, flags and workload."""
+    run = get_object_or_404(Run, pk=pk)
+    flags = flags_from_run(run)
+    query: dict[str, object] = {"run": run.pk}
+    catalogue_id = catalogue_id_for(run.model)
+    if catalogue_id:
+        query["model"] = catalogue_id
+        quant = re.search(r"(I?Q\d_[A-Z0-9_]+|Q\d_\d|MXFP4|F16|BF16)", run.model.upper())
+        if quant and quant.group(1) in catalogue.models()[catalogue_id].files:
+            query["quant"] = quant.group(1)
+    if flags.ctx_size:
+        query["ctx_size"] = flags.ctx_size
+    if flags.parallel is not None:
+        query["parallel"] = flags.parallel
+        if flags.kv_unified is not None:
+            query["kv_unified"] = "on" if flags.kv_unified else "off"
+    query.update(type_k=flags.type_k, type_v=flags.type_v, flash_attn=flags.flash_attn)
+    if not flags.kv_offload:
+        query["no_kv_offload"] = "on"
+    if run.vram_total_mib:
+        query["gpu_mib"] = run.vram_total_mib
+    return redirect(f"{reverse('sizing')}?{urlencode(query)}")
