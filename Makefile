@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := data/demo/bench_results.jsonl
 
-.PHONY: run test setup bench lint format user check-python
+.PHONY: run test test-oracle setup bench lint format user check-python
 
 run: setup
 	scripts/run.sh
@@ -14,7 +14,11 @@ test: setup $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
-	$(BIN)/pytest
+	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/pytest
+
+# The oracle tests alone: kvlab's KV predictions against a real llama-server's log.
+test-oracle: setup $(VENV)/.dev-installed
+	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/pytest -m llama_server
 
 setup: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --verbosity 0

@@ -1,0 +1,83 @@
+"""Fixtures shared by every app's tests: users and clients, the demo import, a real Redis."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from benchmarks.importer import import_bench_file
+from benchmarks.models import FileImport
+from benchmarks.tests.conftest import DEMO_PATH
+
+
+@pytest.fixture
+def import_bytes() -> Callable[..., FileImport]:
+    def run(data: bytes, filename: str = "test.jsonl", **kwargs: Any) -> FileImport:
+        return import_bench_file(io.BytesIO(data), filename=filename, origin="command", **kwargs)
+
+    return run
+
+
+@pytest.fixture
+def demo_import(db: None) -> FileImport:
+    with DEMO_PATH.open("rb") as fh:
+        return import_bench_file(fh, filename=DEMO_PATH.name, origin="demo")
+
+
+@pytest.fixture
+def user(db: None) -> User:
+    return User.objects.create_user("ana", password="a-long-test-password")
+
+
+@pytest.fixture
+def user_client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def csrf_client(user: User) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    return client
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Redis on a free loopback port, for the whole session."""
+    if shutil.which("redis-server") is None:
+        pytest.fail("redis-server is not installed; `make test` installs it (scripts/ensure-redis.sh)")
+    port = free_port()
+    workdir = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(workdir), "--save", ""],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not start")
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.terminate()
+    proc.wait(timeout=10)
