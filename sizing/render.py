@@ -17,18 +17,22 @@ def exact(n: int) -> str:
     return f"{n:,} B ({mib(n)})"
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def text_report(s: Sizing) -> str:
     m, layout, plan = s.model, s.layout, s.plan
     lines = [
         f"model: {m.name} ({m.arch}, {m.n_layer} layers, trained context {m.n_ctx_train:,})",
         "command: " + " ".join(to_command(s.flags)),
         (
-            f"context: n_ctx {layout.n_ctx:,}; {layout.n_parallel} slots"
+            f"context: n_ctx {layout.n_ctx:,}; {_n(layout.n_parallel, 'slot')}"
             + (" (auto: no -np)" if layout.auto_parallel else "")
             + (
                 f", one unified pool of {layout.n_ctx_seq:,} cells"
                 if layout.kv_unified
-                else f", {layout.n_ctx_seq:,} cells per slot in {layout.n_stream} streams"
+                else f", {layout.n_ctx_seq:,} cells per slot in {_n(layout.n_stream, 'stream')}"
             )
         ),
     ]
