@@ -14,6 +14,7 @@ test: setup $(VENV)/.dev-installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
+	$(BIN)/mypy
 	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/pytest
 
 # The oracle tests alone: kvlab's KV predictions against a real llama-server's log.

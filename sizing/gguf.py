@@ -109,10 +109,12 @@ class _Reader:
         return struct.unpack(fmt, self.read(size))[0]
 
     def u32(self) -> int:
-        return struct.unpack("<I", self.read(4))[0]
+        value: int = struct.unpack("<I", self.read(4))[0]
+        return value
 
     def u64(self) -> int:
-        return struct.unpack("<Q", self.read(8))[0]
+        value: int = struct.unpack("<Q", self.read(8))[0]
+        return value
 
     def string(self) -> str:
         n = self.u64()

@@ -46,8 +46,11 @@ def text_report(s: Sizing) -> str:
             f"K ({c.type_k}) {exact(c.k_bytes)}, V ({c.type_v}) {exact(c.v_bytes)}"
         )
     if layout.recurrent:
-        r = layout.recurrent
-        lines.append(f"recurrent state: {r.cells} rows, {r.layers} layers: R {exact(r.r_bytes)}, S {exact(r.s_bytes)}")
+        state = layout.recurrent
+        lines.append(
+            f"recurrent state: {state.cells} rows, {state.layers} layers: "
+            f"R {exact(state.r_bytes)}, S {exact(state.s_bytes)}"
+        )
     lines.append(
         f"KV total: {exact(layout.kv_bytes)}" + ("" if s.flags.kv_offload else " — in system RAM (--no-kv-offload)")
     )
