@@ -67,7 +67,9 @@ def test_the_htmx_update_returns_only_the_results(client):
 def test_pasted_metadata_is_sized(client):
     import json
 
-    page = text(client.get(reverse("sizing"), {"source": "params", "params": json.dumps(TINY), "ctx_size": 2048, "parallel": 3}))
+    page = text(
+        client.get(reverse("sizing"), {"source": "params", "params": json.dumps(TINY), "ctx_size": 2048, "parallel": 3})
+    )
     assert "768 cells per slot, 3 streams" in page and "tiny-llama" in page
 
 
@@ -81,7 +83,10 @@ def test_pasted_metadata_is_sized(client):
         ({"model": "llama-3.1-8b", "prompt_tokens": 100}, "Give both the p95 prompt tokens"),
         ({"model": "llama-3.1-8b", "command": "llama-server -np 0"}, "must be -1 (auto) or 1 to 256"),
         ({"source": "params", "params": "{nope"}, "The metadata is not JSON"),
-        ({"source": "params", "params": '{"general.architecture": "bert"}'}, "architecture &#x27;bert&#x27; is not one"),
+        (
+            {"source": "params", "params": '{"general.architecture": "bert"}'},
+            "architecture &#x27;bert&#x27; is not one",
+        ),
         ({"source": "params", "params": '{"general.architecture": "llama", "llama.block_count": 0}'}, "lacks"),
         ({"model": "llama-3.1-8b", "quant": "Q9_X"}, "has no Q9_X file size"),
         ({"model": "llama-3.1-8b", "run": 999}, "Run #999 does not exist"),

@@ -1,0 +1,139 @@
+"""Fixtures for the oracle tests that run a real llama-server (marker `llama_server`).
+
+The binary comes from $KVLAB_LLAMA_SERVER, else from scripts/build-llama-server.sh (which
+builds it once into ~/.cache/kvlab and afterwards only prints its path). A test that asks
+for the binary and gets none fails: an oracle that silently skips checks nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_SCRIPT = REPO / "scripts" / "build-llama-server.sh"
+BUILD_TIMEOUT_S = 3600  # the first build takes ~9 minutes on 2 cores
+HEALTH_TIMEOUT_S = 60.0
+
+
+@pytest.fixture(scope="session")
+def llama_server_binary() -> Path:
+    env = os.environ.get("KVLAB_LLAMA_SERVER")
+    if env:
+        path = Path(env)
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            pytest.fail(f"KVLAB_LLAMA_SERVER={env!r} is not an executable file", pytrace=False)
+        return path
+    try:
+        proc = subprocess.run(
+            ["bash", str(BUILD_SCRIPT)], cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.fail(f"{BUILD_SCRIPT} did not produce llama-server: {exc}", pytrace=False)
+    lines = proc.stdout.strip().splitlines()
+    path = Path(lines[-1]) if lines else None
+    if proc.returncode != 0 or path is None or not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.fail(
+            f"no llama-server binary: set KVLAB_LLAMA_SERVER or make {BUILD_SCRIPT.name} work "
+            f"(exit {proc.returncode}, stdout {proc.stdout[-500:]!r}, stderr tail {proc.stderr[-2000:]!r})",
+            pytrace=False,
+        )
+    return path
+
+
+@dataclass
+class ServerRun:
+    """What one llama-server start produced."""
+
+    args: list[str]
+    healthy: bool  # /health answered 200 before the server was stopped
+    returncode: int | None  # the exit status if it exited on its own, else None
+    log: str  # stdout and stderr, interleaved
+
+    def describe(self) -> str:
+        return f"llama-server {' '.join(self.args)}: healthy={self.healthy} exit={self.returncode}"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _health(port: int) -> int | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+            return resp.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def run_llama_server(
+    binary: Path, model: Path, flags: Sequence[str], *, timeout: float = HEALTH_TIMEOUT_S
+) -> ServerRun:
+    """Start llama-server on 127.0.0.1, wait for /health 200 or its exit, stop it, return its log.
+
+    The process is always terminated (then killed) before this returns, whatever happens.
+    """
+    port = _free_port()
+    args = ["-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-lv", "4", "--no-webui", *flags]
+    healthy = False
+    returncode = None
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen([str(binary), *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                returncode = proc.poll()
+                if returncode is not None:
+                    break
+                if _health(port) == 200:
+                    healthy = True
+                    break
+                time.sleep(0.1)
+        finally:
+            _stop(proc)
+        log.seek(0)
+        text = log.read().decode("utf-8", errors="replace")
+    return ServerRun(args=args, healthy=healthy, returncode=returncode, log=text)
+
+
+@pytest.fixture(scope="session")
+def llama_server(llama_server_binary: Path) -> Callable[..., ServerRun]:
+    """run(model_path, flags) -> ServerRun, with the session's binary."""
+
+    def run(model: Path, flags: Sequence[str], *, timeout: float = HEALTH_TIMEOUT_S) -> ServerRun:
+        return run_llama_server(llama_server_binary, model, flags, timeout=timeout)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """{architecture: path} of the tiny GGUF models, written once per session."""
+    from .tiny_gguf import write_all  # imports gguf/numpy only for the tests that need models
+
+    return write_all(tmp_path_factory.mktemp("tiny-gguf"))

@@ -1,0 +1,236 @@
+"""kvlab's KV-cache predictions against the real llama-server (the oracle).
+
+Each case writes a tiny GGUF (tiny_gguf.py), starts the pinned llama-server on it with a
+flag set, and compares kv_layout() with what the server logs at -lv 4. The regexes follow
+the format strings of the llama.cpp tree the server is built from:
+* src/llama-context.cpp: "%s: n_seq_max             = %u", "n_ctx", "n_ctx_seq", "kv_unified";
+* src/llama-kv-cache.cpp: "%s: size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs),
+  K (%s): %7.2f MiB, V (%s): %7.2f MiB" (n_seq_max/n_stream; the MiB figures are
+  (float)bytes / (1024.0f * 1024.0f));
+* src/llama-memory-recurrent.cpp: "%s: size = %7.2f MiB (%6u cells, %3d layers, %2u seqs
+  %2u rs_seq), R (%s): %7.2f MiB, S (%s): %7.2f MiB, P (%s): %7.2f MiB";
+* tools/server/server-context.cpp: "srv  %12.*s: initializing, n_slots = %d, n_ctx_slot = %d,
+  kv_unified = '%s'".
+Run: pytest sizing/tests/test_oracle_llama_server.py -m llama_server
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from sizing.gguf import read_gguf_head
+from sizing.hparams import ModelParams, model_params
+from sizing.kv import KVLayout, ServerFlags, kv_layout
+
+pytestmark = pytest.mark.llama_server
+
+# (architecture, llama-server flags)
+CASES = [
+    ("llama", "-c 2048 -np 3"),
+    ("llama", "-c 1024"),  # no -np: 4 slots, unified
+    ("llama", "-c 4096 -np 2 -kvu"),
+    ("llama", "-c 2048 -np 1 -ctk q8_0 -ctv q8_0 -fa on"),
+    ("llama", "-c 2048 -np 2 -ctk q4_0 -ctv q4_0 -fa on"),
+    ("llama", "-c 3000 -np 3"),  # n_ctx padded to 3072, 1024 cells per slot
+    ("gemma3", "-c 4096 -np 1"),
+    ("gemma3", "-c 4096 -np 1 --swa-full"),
+    ("gemma3", "-c 4096 -np 2 -kvu"),
+    ("gemma3", "-c 4096 -np 2"),
+    ("deepseek2", "-c 2048 -np 1"),
+    ("deepseek2", "-c 2048 -np 2 -ctk q8_0 -ctv q8_0 -fa on"),
+    ("mamba", "-c 1024 -np 3"),
+    ("granitehybrid", "-c 2048 -np 2"),
+    ("granitehybrid", "-c 1024"),
+]
+
+
+def server_flags(args: list[str]) -> ServerFlags:
+    """The ServerFlags of a llama-server argument list (only the flags these cases use)."""
+    kw: dict[str, object] = {}
+    it = iter(args)
+    for arg in it:
+        if arg == "-c":
+            kw["ctx_size"] = int(next(it))
+        elif arg == "-np":
+            kw["parallel"] = int(next(it))
+        elif arg == "-kvu":
+            kw["kv_unified"] = True
+        elif arg == "-ctk":
+            kw["type_k"] = next(it)
+        elif arg == "-ctv":
+            kw["type_v"] = next(it)
+        elif arg == "-fa":
+            kw["flash_attn"] = next(it)
+        elif arg == "--swa-full":
+            kw["swa_full"] = True
+        else:
+            raise ValueError(f"no ServerFlags mapping for {arg!r}")
+    return ServerFlags(**kw)  # type: ignore[arg-type]
+
+
+def mib(n_bytes: int) -> str:
+    """The server's "%.2f" of (float)bytes / (1024.0f * 1024.0f): float32 rounding, then exact."""
+    as_float = struct.unpack("<f", struct.pack("<f", float(n_bytes)))[0]
+    return f"{as_float / (1024 * 1024):.2f}"
+
+
+class KVLine(NamedTuple):
+    size_mib: str
+    cells: int
+    layers: int
+    n_seq_max: int
+    n_stream: int
+    type_k: str
+    k_mib: str
+    type_v: str
+    v_mib: str
+
+
+class RecurrentLine(NamedTuple):
+    size_mib: str
+    cells: int
+    layers: int
+    n_seq_max: int
+    n_rs_seq: int
+    r_mib: str
+    s_mib: str
+    p_mib: str
+
+
+# common/log.cpp prefixes each line with "M.ss.mmm.uuu " (timestamps) and "I " / "W " / ... (level)
+_PREFIX = r"^(?:\d+\.\d\d\.\d{3}\.\d{3} )?(?:[IWED] )?"
+_NUM = r"\s*(\d+\.\d\d)"
+KV_RE = re.compile(
+    rf"{_PREFIX}llama_kv_cache: size ={_NUM} MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\), "
+    rf"K \((\w+)\):{_NUM} MiB, V \((\w+)\):{_NUM} MiB$",
+    re.M,
+)
+RECURRENT_RE = re.compile(
+    rf"{_PREFIX}llama_memory_recurrent: size ={_NUM} MiB "
+    r"\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+) seqs\s+(\d+) rs_seq\), "
+    rf"R \(f32\):{_NUM} MiB, S \(f32\):{_NUM} MiB, P \(f32\):{_NUM} MiB$",
+    re.M,
+)
+CONTEXT_RE = re.compile(_PREFIX + r"llama_context: (n_seq_max|n_ctx|n_ctx_seq|kv_unified)\s+= (\S+)$", re.M)
+SLOTS_RE = re.compile(
+    _PREFIX + r"srv\s+load_model: initializing, n_slots = (\d+), n_ctx_slot = (\d+), kv_unified = '(true|false)'$", re.M
+)
+
+
+def parse_kv(log: str) -> list[KVLine]:
+    return [
+        KVLine(m[1], int(m[2]), int(m[3]), int(m[4]), int(m[5]), m[6], m[7], m[8], m[9]) for m in KV_RE.finditer(log)
+    ]
+
+
+def parse_recurrent(log: str) -> list[RecurrentLine]:
+    return [
+        RecurrentLine(m[1], int(m[2]), int(m[3]), int(m[4]), int(m[5]), m[6], m[7], m[8])
+        for m in RECURRENT_RE.finditer(log)
+    ]
+
+
+def parse_context(log: str) -> list[tuple[str, str]]:
+    return [(m[1], m[2]) for m in CONTEXT_RE.finditer(log)]
+
+
+def parse_slots(log: str) -> list[tuple[int, int, str]]:
+    return [(int(m[1]), int(m[2]), m[3]) for m in SLOTS_RE.finditer(log)]
+
+
+def expected_kv(layout: KVLayout) -> list[KVLine]:
+    return [
+        KVLine(
+            mib(c.k_bytes + c.v_bytes),
+            c.cells,
+            c.layers,
+            layout.n_parallel,
+            c.streams,
+            c.type_k,
+            mib(c.k_bytes),
+            c.type_v,
+            mib(c.v_bytes),
+        )
+        for c in layout.caches
+    ]
+
+
+def expected_recurrent(model: ModelParams, layout: KVLayout) -> list[RecurrentLine]:
+    r = layout.recurrent
+    if r is None:
+        return []
+    # The "layers" the server prints is hparams.n_layer(), every layer of the model, even in a
+    # hybrid where only some hold a state (llama-memory-recurrent.cpp: `n_layer = hparams.n_layer()`,
+    # then `if (filter && !filter(i)) continue;`). The R/S MiB figures count only the state layers.
+    return [
+        RecurrentLine(
+            mib(r.r_bytes + r.s_bytes),
+            r.cells,
+            model.n_layer,
+            layout.n_parallel,
+            0,
+            mib(r.r_bytes),
+            mib(r.s_bytes),
+            mib(0),
+        )
+    ]
+
+
+def expected_context(layout: KVLayout) -> list[tuple[str, str]]:
+    return [
+        ("n_seq_max", str(layout.n_parallel)),
+        ("n_ctx", str(layout.n_ctx)),
+        ("n_ctx_seq", str(layout.n_ctx_seq)),
+        ("kv_unified", "true" if layout.kv_unified else "false"),
+    ]
+
+
+def predict(path: Path, args: list[str]) -> tuple[ModelParams, KVLayout]:
+    with path.open("rb") as f:
+        head = read_gguf_head(f)
+    model = model_params(head.metadata)
+    return model, kv_layout(model, server_flags(args))
+
+
+def log_tail(log: str, n: int = 60) -> str:
+    return "\n".join(log.splitlines()[-n:])
+
+
+@pytest.mark.parametrize(("arch", "flags"), CASES, ids=[f"{a} {f}" for a, f in CASES])
+def test_kv_layout_matches_server(arch, flags, tiny_models, llama_server):
+    args = flags.split()
+    model, layout = predict(tiny_models[arch], args)
+    assert layout.errors == [], f"kvlab refuses a flag set the server accepts: {layout.errors}"
+
+    run = llama_server(tiny_models[arch], args)
+    assert run.healthy, f"{run.describe()} did not become healthy; log tail:\n{log_tail(run.log)}"
+
+    server = {
+        "context": parse_context(run.log),
+        "kv": parse_kv(run.log),
+        "recurrent": parse_recurrent(run.log),
+        "slots": parse_slots(run.log),
+    }
+    kvlab = {
+        "context": expected_context(layout),
+        "kv": expected_kv(layout),
+        "recurrent": expected_recurrent(model, layout),
+        "slots": [(layout.n_parallel, layout.n_ctx_seq, "true" if layout.kv_unified else "false")],
+    }
+    assert server == kvlab
+
+
+def test_quantized_v_without_flash_attention_fails(tiny_models, llama_server):
+    args = ["-c", "1024", "-np", "1", "-ctv", "q8_0", "-fa", "off"]
+    _, layout = predict(tiny_models["llama"], args)
+    assert layout.errors, "kvlab accepts -ctv q8_0 -fa off, which the server refuses"
+
+    run = llama_server(tiny_models["llama"], args)
+    assert not run.healthy, f"{run.describe()} started, but a quantized V cache without flash attention must fail"
+    assert run.returncode not in (None, 0), f"{run.describe()}; log tail:\n{log_tail(run.log)}"
+    assert "quantized V cache requires flash_attn to be enabled" in run.log, log_tail(run.log)
