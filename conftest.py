@@ -18,6 +18,7 @@ from django.test import Client
 from benchmarks.importer import import_bench_file
 from benchmarks.models import FileImport
 from benchmarks.tests.conftest import DEMO_PATH
+from sizing.tests.conftest import llama_server_binary, tiny_models  # noqa: F401  (shared fixtures)
 
 
 @pytest.fixture

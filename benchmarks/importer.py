@@ -134,7 +134,7 @@ def _store(parsed: ParsedFile, meta: dict[str, Any]) -> FileImport:
                 touched_existing.append(existing[key])
     _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
     for run in touched_existing:
-        _apply_summary(run, run.requests.values_list(*REQUEST_FIELD_NAMES).order_by())
+        apply_summary(run, run.requests.values_list(*REQUEST_FIELD_NAMES).order_by())
         run.save()
 
     file_import.n_imported = len(rows)
@@ -179,7 +179,7 @@ def _fill_missing_run_values(stored: Run, parsed_run: ParsedRun) -> bool:
     return filled
 
 
-def _apply_summary(run: Run, requests: Iterable[Sequence[Any]]) -> None:
+def apply_summary(run: Run, requests: Iterable[Sequence[Any]]) -> None:
     for name, value in summarize(requests, run.wall_s)._asdict().items():
         setattr(run, name, value)
 

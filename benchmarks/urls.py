@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import job_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -12,4 +12,13 @@ urlpatterns = [
     path("imports/", views.import_list, name="import-list"),
     path("imports/new/", views.import_upload, name="import-upload"),
     path("imports/<int:pk>/", views.import_detail, name="import-detail"),
+    path("servers/", job_views.server_list, name="server-list"),
+    path("servers/new/", job_views.server_edit, name="server-new"),
+    path("servers/<int:pk>/", job_views.server_detail, name="server-detail"),
+    path("servers/<int:pk>/edit/", job_views.server_edit, name="server-edit"),
+    path("servers/<int:pk>/probe/", job_views.server_probe, name="server-probe"),
+    path("jobs/", job_views.job_list, name="job-list"),
+    path("jobs/new/", job_views.job_new, name="job-new"),
+    path("jobs/<int:pk>/", job_views.job_detail, name="job-detail"),
+    path("jobs/<int:pk>/cancel/", job_views.job_cancel, name="job-cancel"),
 ]

@@ -116,6 +116,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # A file, not memory, so that Celery worker processes started by tests share it.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-kvlab.sqlite3")}
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -151,6 +153,19 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = "kvlab"  # a server may name its own queue, served by a worker on its GPU host
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("KVLAB_JOB_SOFT_TIME_LIMIT", 6 * 3600)
+CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 120
+CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5}
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-jobs": {"task": "benchmarks.tasks.reap_stale_jobs", "schedule": 30.0},
+}
+
+# Benchmark jobs: a running job writes a heartbeat; one silent this long is reaped.
+KVLAB_JOB_HEARTBEAT_S = env_int("KVLAB_JOB_HEARTBEAT_S", 2)
+KVLAB_JOB_STALE_S = env_int("KVLAB_JOB_STALE_S", 60)
+# Outgoing requests go only to these networks (CIDRs). Add LAN ranges for GPU hosts.
+KVLAB_SERVER_ALLOWLIST = env_list("KVLAB_SERVER_ALLOWLIST", "127.0.0.0/8,::1/128")
 
 # Imports: a line over this size is rejected; an upload over this size is refused
 # while it streams in, before it reaches the disk.

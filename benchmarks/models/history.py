@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
+from ..records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 
 
 class Run(models.Model):
@@ -44,6 +44,8 @@ class Run(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True)
     first_import = models.ForeignKey("FileImport", null=True, on_delete=models.SET_NULL, related_name="+")
+    job = models.ForeignKey("Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    server_props = models.JSONField(null=True, blank=True, help_text="/props and /slots when an executed run started")
 
     # Aggregates of the requests, kept current by refresh_summary() so that the run
     # list can filter and sort 100,000 runs without touching their requests.

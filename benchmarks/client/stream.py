@@ -1,0 +1,221 @@
+"""One streamed llama-server /completion request, measured and classified.
+
+Timing (DESIGN.md): TTFT = request sent → first event carrying generated content
+(keep-alive ':' lines and empty events do not count); E2E = request sent → last
+chunk. Decode tok/s: the server's timings.predicted_per_second, and the client's
+(output_tokens - 1) / (E2E - TTFT); both are kept.
+
+Every outcome is recorded: HTTP 500 "Context size has been exceeded", HTTP 400
+exceed_context_size_error, an error event inside a 200 stream, a stream closed
+before its final chunk, a server that never answers (a deadline on the whole
+request, not only a read timeout), a refused connection, a response of the wrong
+shape, a response over the size cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+
+from .target import Target
+
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    http_status: int | None = None
+    error: str = ""
+    error_type: str = ""
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    tok_s: float | None = None  # the server's timings.predicted_per_second
+    client_tok_s: float | None = None
+    ttft_s: float | None = None
+    elapsed_s: float | None = None
+    started_at: float = 0.0  # time.time() when sent
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class FixedResolver(AbstractResolver):
+    """Resolves the target's host to the address that was checked, and nothing else."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        if host != self.target.host:
+            raise OSError(f"kvlab only connects to {self.target.host}")
+        fam = socket.AF_INET6 if ":" in self.target.address else socket.AF_INET
+        return [
+            {
+                "hostname": host,
+                "host": self.target.address,
+                "port": port or self.target.port,
+                "family": fam,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+        ]
+
+    async def close(self) -> None:
+        return None
+
+
+def session_for(
+    target: Target, *, limit: int, api_key: str = "", timeout: aiohttp.ClientTimeout | None = None
+) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(resolver=FixedResolver(target), limit=limit, force_close=False)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return aiohttp.ClientSession(
+        connector=connector,
+        headers=headers,
+        auto_decompress=False,
+        timeout=timeout or aiohttp.ClientTimeout(total=None, sock_connect=10),
+    )
+
+
+async def stream_completion(
+    session: aiohttp.ClientSession, target: Target, payload: dict[str, Any], *, deadline_s: float
+) -> Outcome:
+    """POST /completion with stream: true and measure it; never raises for server faults."""
+    body = {**payload, "stream": True}
+    outcome = Outcome(ok=False, started_at=time.time())
+    start = time.perf_counter()
+    try:
+        async with asyncio.timeout(deadline_s):
+            async with session.post(target.url("/completion"), json=body, allow_redirects=False) as response:
+                outcome.http_status = response.status
+                if response.status != 200:
+                    await _read_error(response, outcome)
+                else:
+                    await _read_stream(response, outcome, start)
+    except TimeoutError:
+        outcome.error_type = "timeout"
+        outcome.error = f"no complete answer within the {deadline_s:g} s deadline"
+    except aiohttp.ClientConnectorError as exc:
+        outcome.error_type = "disconnect"
+        outcome.error = f"connection failed: {exc.os_error or exc}"
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, ConnectionResetError) as exc:
+        outcome.error_type = "disconnect"
+        outcome.error = f"the server closed the connection mid-response: {type(exc).__name__}"
+    except aiohttp.ClientError as exc:
+        outcome.error_type = "other"
+        outcome.error = f"{type(exc).__name__}: {exc}"
+    outcome.elapsed_s = time.perf_counter() - start
+    if outcome.ok and outcome.output_tokens and outcome.ttft_s is not None and outcome.output_tokens > 1:
+        decode_s = outcome.elapsed_s - outcome.ttft_s
+        if decode_s > 0:
+            outcome.client_tok_s = (outcome.output_tokens - 1) / decode_s
+    return outcome
+
+
+async def _read_error(response: aiohttp.ClientResponse, outcome: Outcome) -> None:
+    raw = await response.content.read(MAX_ERROR_BODY)
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        error = json.loads(text).get("error", {})
+    except (ValueError, AttributeError):
+        error = {}
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
+    message = str(error.get("message") or text.strip()[:500] or f"HTTP {response.status}")
+    outcome.error = message
+    if error.get("type") == "exceed_context_size_error":
+        outcome.error_type = "exceed_context_size"
+        for key in ("n_prompt_tokens", "n_ctx"):
+            if isinstance(error.get(key), int):
+                outcome.extra[key] = error[key]
+        if isinstance(error.get("n_prompt_tokens"), int):
+            outcome.prompt_tokens = error["n_prompt_tokens"]
+    elif response.status == 500 and "context size has been exceeded" in message.lower():
+        outcome.error_type = "context_exceeded"
+    else:
+        outcome.error_type = "http_error"
+
+
+async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start: float) -> None:
+    received = 0
+    tokens = 0
+    final: dict[str, Any] | None = None
+    async for raw_line in response.content:
+        received += len(raw_line)
+        if received > MAX_RESPONSE_BYTES:
+            outcome.error_type = "other"
+            outcome.error = f"the response passed the {MAX_RESPONSE_BYTES // (1024 * 1024)} MiB cap"
+            return
+        line = raw_line.strip()
+        if not line or line.startswith(b":"):
+            continue  # keep-alive lines and event separators are not tokens
+        if not line.startswith(b"data:"):
+            continue
+        data = line[5:].strip()
+        if data == b"[DONE]":
+            break
+        try:
+            event = json.loads(data)
+        except ValueError:
+            outcome.error_type = "other"
+            outcome.error = f"a stream event is not JSON: {data[:80]!r}"
+            return
+        if not isinstance(event, dict):
+            outcome.error_type = "other"
+            outcome.error = "a stream event is not a JSON object"
+            return
+        if "error" in event:
+            error = event["error"] if isinstance(event["error"], dict) else {"message": str(event["error"])}
+            outcome.error = str(error.get("message", "error event in the stream"))
+            code = error.get("code")
+            outcome.extra["error_event"] = True
+            if isinstance(code, int):
+                outcome.http_status = code
+            if "context size has been exceeded" in outcome.error.lower():
+                outcome.error_type = "context_exceeded"
+            elif error.get("type") == "exceed_context_size_error":
+                outcome.error_type = "exceed_context_size"
+            else:
+                outcome.error_type = "http_error"
+            return
+        content = event.get("content")
+        if content or event.get("tokens"):
+            if outcome.ttft_s is None:
+                outcome.ttft_s = time.perf_counter() - start
+            tokens += len(event["tokens"]) if isinstance(event.get("tokens"), list) else 1
+        if event.get("stop"):
+            final = event
+            break
+    if final is None:
+        outcome.error_type = "disconnect"
+        outcome.error = "the stream ended before its final chunk (incomplete, not a success)"
+        outcome.output_tokens = tokens
+        return
+    timings = final.get("timings") if isinstance(final.get("timings"), dict) else {}
+    outcome.ok = True
+    outcome.prompt_tokens = _int(timings.get("prompt_n"))
+    outcome.output_tokens = _int(timings.get("predicted_n")) or tokens
+    outcome.tok_s = _float(timings.get("predicted_per_second"))
+    outcome.extra["timings"] = timings
+    for key in ("stop_type", "truncated", "tokens_cached"):
+        if key in final:
+            outcome.extra[key] = final[key]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _float(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return float(value)
+    return None

@@ -1,0 +1,26 @@
+"""Celery tasks: thin adapters around the domain functions in execution.py."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import transaction
+
+from . import execution
+from .models import Job
+
+
+@shared_task(name="benchmarks.tasks.run_benchmark_job", acks_late=True, reject_on_worker_lost=False)
+def run_benchmark_job(job_id: int) -> str:
+    hostname = run_benchmark_job.request.hostname or ""
+    return execution.execute_job(job_id, worker=hostname)
+
+
+@shared_task(name="benchmarks.tasks.reap_stale_jobs")
+def reap_stale_jobs() -> list[int]:
+    return execution.reap_stale_jobs()
+
+
+def enqueue(job: Job) -> None:
+    """Send the job to its server's queue once the transaction that created it commits."""
+    queue = job.server.celery_queue
+    transaction.on_commit(lambda: run_benchmark_job.apply_async(args=[job.pk], queue=queue))

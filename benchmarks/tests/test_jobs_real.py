@@ -1,0 +1,249 @@
+"""Benchmark jobs against real parts: a real llama-server on a tiny model, a real Redis,
+real Celery worker processes. The investigation's failure and its fix, scaled down."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection, transaction
+from django.urls import reverse
+
+from benchmarks import execution, tasks
+from benchmarks.models import Job, RequestResult, Run, Server
+from kvlab.celery import app as celery_app
+
+from ..tests.conftest import DEMO_PATH  # noqa: F401  (keeps the shared test helpers importable)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def live_llama_server(binary: Path, model: Path, flags: list[str]) -> Iterator[str]:
+    port = free_port()
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--no-webui", *flags],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                assert proc.poll() is None, "llama-server exited during start-up"
+                with contextlib.suppress(OSError):
+                    if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200:
+                        break
+                time.sleep(0.1)
+            else:
+                pytest.fail("llama-server did not become healthy")
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def start_worker(redis_url: str, hostname: str) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "KVLAB_REDIS_URL": redis_url,
+        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "KVLAB_JOB_HEARTBEAT_S": "1",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "kvlab", "worker", "--pool", "solo", "--concurrency", "1"]
+        + ["-Q", "kvlab", "--hostname", hostname, "--loglevel", "WARNING"],
+        cwd=settings.BASE_DIR,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        replies = celery_app.control.ping(destination=[hostname], timeout=0.5)
+        if replies:
+            return proc
+        assert proc.poll() is None, "the Celery worker exited during start-up"
+    proc.kill()
+    pytest.fail("the Celery worker did not answer")
+
+
+@pytest.fixture
+def broker(redis_url: str) -> str:
+    # The test Redis for the whole session: set before this process first publishes.
+    celery_app.conf.broker_url = redis_url
+    return redis_url
+
+
+@pytest.fixture
+def worker(broker: str) -> Iterator[subprocess.Popen]:
+    proc = start_worker(broker, f"jobs-{os.getpid()}@test")
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def submit(server: Server, **params: object) -> Job:
+    defaults = {
+        "n_predict": 300,
+        "concurrency": 3,
+        "requests": 3,
+        "repeats": 1,
+        "cache_prompt": False,
+        "timeout_s": 120,
+    }
+    with transaction.atomic():
+        job = Job.objects.create(server=server, label="test", params={**defaults, **params})
+        tasks.enqueue(job)
+    return job
+
+
+def wait_for(job: Job, *, finished: bool = True, done: int | None = None, timeout: float = 180) -> Job:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job.refresh_from_db()
+        if finished and job.finished:
+            return job
+        if done is not None and job.n_done >= done:
+            return job
+        time.sleep(0.2)
+    pytest.fail(f"job {job.pk} is still {job.state} ({job.n_done}/{job.n_total}) after {timeout} s")
+
+
+def register(base_url: str, launch: str) -> Server:
+    return Server.objects.create(name=f"tiny-{base_url.rsplit(':', 1)[1]}", base_url=base_url, launch_command=launch)
+
+
+def test_auto_slots_with_a_shared_pool_fail_all_three_requests_together(
+    llama_server_binary, tiny_models, worker, user_client
+):
+    # The investigation at small scale: no -np (4 slots, one unified pool of 1024 cells),
+    # three concurrent requests of 300 prompt + 300 output tokens need 1800 cells.
+    flags = ["-c", "1024"]
+    with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
+        server = register(url, "llama-server -c 1024")
+        response = user_client.post(
+            reverse("job-new"),
+            {
+                "server": server.pk,
+                "label": "original",
+                "prompt_source": "synthetic",
+                "prompt_tokens": 300,
+                "n_predict": 300,
+                "concurrency": 3,
+                "requests": 3,
+                "repeats": 1,
+                "timeout_s": 120,
+            },
+        )
+        assert response.status_code == 302
+        job = wait_for(Job.objects.get())
+    assert job.state == "succeeded", job.error
+    run = job.runs.get()
+    assert (run.source, run.n_requests, run.n_ok, run.parallel, run.ctx_size, run.kv_unified) == (
+        "executed",
+        3,
+        0,
+        4,
+        1024,
+        True,
+    )
+    statuses = list(run.requests.values_list("http_status", "error_type", "error"))
+    assert statuses == [(500, "context_exceeded", "Context size has been exceeded.")] * 3
+    assert run.server_props["props"]["total_slots"] == 4
+
+
+def test_per_slot_kv_succeeds_and_client_tok_s_matches_the_server(llama_server_binary, tiny_models, worker):
+    flags = ["-c", "2048", "-np", "3", "--no-kv-unified"]  # 768 cells per slot >= 600 per request
+    with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
+        job = wait_for(submit(register(url, "llama-server " + " ".join(flags)), prompt_tokens=300))
+    assert job.state == "succeeded", job.error
+    run = job.runs.get()
+    assert (run.n_requests, run.n_ok, run.kv_unified, run.ctx_size) == (3, 3, False, 2048)
+    for request in run.requests.all():
+        assert request.http_status == 200 and request.output_tokens == 300 and request.prompt_tokens == 300
+        assert request.ttft_s is not None and request.ttft_s < request.elapsed_s
+        client, server_rate = request.extra["client_tok_s"], request.tok_s
+        assert abs(client - server_rate) / server_rate < 0.05, (client, server_rate)
+    assert run.throughput_tok_s and run.throughput_tok_s > 0
+
+
+def test_a_prompt_longer_than_its_slot_gets_a_400_for_that_request_alone(llama_server_binary, tiny_models, worker):
+    flags = ["-c", "2048", "-np", "3", "--no-kv-unified"]
+    with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
+        server = register(url, "llama-server " + " ".join(flags))
+        long_job = wait_for(submit(server, prompt_tokens=900, n_predict=10, requests=1, concurrency=1))
+        short_job = wait_for(submit(server, prompt_tokens=100, n_predict=10, requests=1, concurrency=1))
+    (long,) = RequestResult.objects.filter(run__job=long_job)
+    assert (long.http_status, long.error_type, long.extra["n_prompt_tokens"], long.extra["n_ctx"]) == (
+        400,
+        "exceed_context_size",
+        900,
+        768,
+    )
+    assert RequestResult.objects.get(run__job=short_job).ok
+
+
+def test_cancelling_a_running_job_keeps_what_finished(llama_server_binary, tiny_models, worker, user_client):
+    flags = ["-c", "2048", "-np", "1"]
+    with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
+        job = submit(
+            register(url, "llama-server -c 2048 -np 1"), prompt_tokens=50, n_predict=400, requests=40, concurrency=1
+        )
+        wait_for(job, finished=False, done=2)
+        assert user_client.post(reverse("job-cancel", args=[job.pk])).status_code == 302
+        job = wait_for(job)
+    assert job.state == "cancelled" and "finished requests are kept" in job.error
+    kept = RequestResult.objects.filter(run__job=job)
+    assert 2 <= kept.count() < 40 and all(r.ok for r in kept)
+    assert Run.objects.get(job=job).n_requests == kept.count()
+
+
+def test_a_worker_killed_mid_job_does_not_leave_it_running(llama_server_binary, tiny_models, broker):
+    flags = ["-c", "2048", "-np", "1"]
+    victim = start_worker(broker, f"victim-{os.getpid()}@test")
+    try:
+        with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
+            job = submit(
+                register(url, "llama-server -c 2048 -np 1"), prompt_tokens=50, n_predict=400, requests=40, concurrency=1
+            )
+            wait_for(job, finished=False, done=1)
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(timeout=10)
+            time.sleep(2.5)  # longer than the 1 s heartbeat
+            assert execution.reap_stale_jobs(max_silence_s=2) == [job.pk]
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    job.refresh_from_db()
+    assert job.state == "failed" and "stopped sending heartbeats" in job.error
+    recorded = RequestResult.objects.filter(run__job=job).count()
+    assert recorded >= 1 and f"{recorded} request result(s) were recorded" in job.error
+    assert Run.objects.get(job=job).n_requests == recorded
+    assert execution.reap_stale_jobs(max_silence_s=2) == []  # never twice
