@@ -83,7 +83,10 @@ class JobForm(forms.Form):
         elif source == "file":
             if not data.get("prompt_file"):
                 raise forms.ValidationError("Choose a prompt file.")
-            data["prompts"] = _prompts_from_file(data["prompt_file"])
+            upload = data["prompt_file"]
+            if upload.size > MAX_PROMPT_FILE_BYTES:
+                raise forms.ValidationError(f"The prompt file is larger than {MAX_PROMPT_FILE_BYTES // 1048576} MiB.")
+            data["prompts"] = parse_prompt_file(upload.read())
         else:
             if not (data.get("prompt_text") or "").strip():
                 raise forms.ValidationError("Paste the prompt to send.")
@@ -102,11 +105,10 @@ class JobForm(forms.Form):
         return params
 
 
-def _prompts_from_file(upload: Any) -> list[str]:
-    if upload.size > MAX_PROMPT_FILE_BYTES:
-        raise forms.ValidationError(f"The prompt file is larger than {MAX_PROMPT_FILE_BYTES // 1048576} MiB.")
+def parse_prompt_file(raw: bytes) -> list[str]:
+    """Prompts from a file: one per line, or JSONL objects with a "prompt" string."""
     try:
-        text = upload.read().decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise forms.ValidationError("The prompt file is not UTF-8.") from None
     prompts: list[str] = []

@@ -29,7 +29,9 @@ else
   for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
-"$BIN/celery" -A kvlab worker --loglevel INFO --concurrency 2 --hostname "kvlab@%h" &
+# -B: the embedded beat runs the reaper that fails jobs whose worker died.
+"$BIN/celery" -A kvlab worker -B --schedule var/celerybeat-schedule -Q kvlab --loglevel INFO \
+  --concurrency 2 --hostname "kvlab@%h" &
 pids+=($!)
 "$BIN/python" manage.py runserver --noreload "127.0.0.1:${PORT}" &
 pids+=($!)

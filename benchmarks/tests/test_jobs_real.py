@@ -247,3 +247,27 @@ def test_a_worker_killed_mid_job_does_not_leave_it_running(llama_server_binary, 
     assert recorded >= 1 and f"{recorded} request result(s) were recorded" in job.error
     assert Run.objects.get(job=job).n_requests == recorded
     assert execution.reap_stale_jobs(max_silence_s=2) == []  # never twice
+
+
+def test_manage_py_bench_waits_and_reports_json(llama_server_binary, tiny_models, worker):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    flags = ["-c", "2048", "-np", "3", "--no-kv-unified"]
+    with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
+        out = StringIO()
+        call_command(
+            "bench", "--server", url, "--concurrency", "3", "--requests", "3", "--prompt-tokens", "100",
+            "--n-predict", "20", "--label", "cli", "--wait", "--json", stdout=out, stderr=StringIO(),
+        )  # fmt: skip
+    summary = json.loads(out.getvalue())
+    assert (summary["state"], summary["ok"], summary["total"], summary["status_codes"]) == (
+        "succeeded",
+        3,
+        3,
+        [200] * 3,
+    )
+    run = Run.objects.get(pk=summary["runs"][0]["run_id"])
+    assert run.label == "cli" and run.source == "executed" and run.n_ok == 3
