@@ -81,14 +81,17 @@ def start_worker(redis_url: str, hostname: str) -> subprocess.Popen:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        replies = celery_app.control.ping(destination=[hostname], timeout=0.5)
-        if replies:
-            return proc
-        assert proc.poll() is None, "the Celery worker exited during start-up"
-    proc.kill()
-    pytest.fail("the Celery worker did not answer")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if celery_app.control.ping(destination=[hostname], timeout=0.5):
+                return proc
+            assert proc.poll() is None, "the Celery worker exited during start-up"
+        pytest.fail("the Celery worker did not answer")
+    except BaseException:
+        proc.kill()  # never leave a worker behind
+        proc.wait()
+        raise
 
 
 @pytest.fixture
