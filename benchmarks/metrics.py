@@ -73,3 +73,31 @@ def _wall_source(reported_wall_s: float | None, wall: float | None) -> str:
     if reported_wall_s is not None:
         return "reported"
     return "derived" if wall is not None else ""
+
+
+PERCENTILES = (50, 90, 95, 99)
+MIN_FOR_TAIL = 20  # p90/p95/p99 of fewer requests would be a single request's value
+
+
+class Distribution(NamedTuple):
+    n: int
+    mean: float
+    minimum: float
+    maximum: float
+    percentiles: dict[int, float]  # nearest-rank; the tail only with MIN_FOR_TAIL values or more
+
+
+def distribution(values: Iterable[float | None]) -> Distribution | None:
+    """Mean, min, max and nearest-rank percentiles of the values that are present."""
+    data = sorted(v for v in values if v is not None)
+    if not data:
+        return None
+    n = len(data)
+    wanted = PERCENTILES if n >= MIN_FOR_TAIL else (50,)
+    return Distribution(
+        n=n,
+        mean=sum(data) / n,
+        minimum=data[0],
+        maximum=data[-1],
+        percentiles={p: data[max(0, -(-p * n // 100) - 1)] for p in wanted},
+    )

@@ -22,6 +22,7 @@ from .comparison import compare_rows
 from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm
 from .importer import import_bench_file
+from .metrics import distribution
 from .models import FileImport, RequestResult, Run
 from .uploads import SizeLimitUploadHandler, declared_length
 
@@ -58,7 +59,24 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
     page = Paginator(run.requests.order_by("seq"), REQUESTS_PER_PAGE).get_page(request.GET.get("page"))
     failures = run.requests.filter(ok=False).values("error_type").annotate(n=Count("id")).order_by("-n", "error_type")
-    return render(request, "benchmarks/run_detail.html", {"run": run, "page": page, "failures": failures})
+    ok_rows = list(run.requests.filter(ok=True).values_list("ttft_s", "elapsed_s", "tok_s", "extra"))
+    distributions = [
+        ("TTFT (s)", "request sent → first streamed token", distribution(r[0] for r in ok_rows)),
+        ("E2E latency (s)", "request sent → last chunk", distribution(r[1] for r in ok_rows)),
+        ("decode tok/s (server)", "timings.predicted_per_second", distribution(r[2] for r in ok_rows)),
+        (
+            "decode tok/s (client)",
+            "(output tokens − 1) / (E2E − TTFT)",
+            distribution((r[3] or {}).get("client_tok_s") for r in ok_rows),
+        ),
+    ]
+    context = {
+        "run": run,
+        "page": page,
+        "failures": failures,
+        "distributions": [d for d in distributions if d[2] is not None],
+    }
+    return render(request, "benchmarks/run_detail.html", context)
 
 
 @require_GET

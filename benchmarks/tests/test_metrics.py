@@ -39,3 +39,13 @@ def test_the_run_starts_with_its_first_request_and_reports_maxima():
 def test_an_empty_run_has_no_figures():
     summary = summarize([], None)
     assert (summary.n_requests, summary.n_ok, summary.tok_s_mean, summary.started_at) == (0, 0, None, None)
+
+
+def test_percentiles_are_nearest_rank_and_the_tail_needs_twenty_values():
+    from benchmarks.metrics import distribution
+
+    small = distribution([3.0, None, 1.0, 2.0])
+    assert (small.n, small.mean, small.minimum, small.maximum, small.percentiles) == (3, 2.0, 1.0, 3.0, {50: 2.0})
+    big = distribution([float(i) for i in range(1, 101)])
+    assert big.percentiles == {50: 50.0, 90: 90.0, 95: 95.0, 99: 99.0}
+    assert distribution([None, None]) is None

@@ -331,3 +331,12 @@ def test_a_long_run_pages_its_requests(client, import_bytes):
     second = client.get(reverse("run-detail", args=[run.pk]), {"page": 2}).content.decode()
     assert first.count('<tr class="ok">') == 200 and "page 1 of 2" in first and "?page=2" in first
     assert second.count('<tr class="ok">') == 5 and ">204.0<" in second
+
+
+def test_a_run_page_shows_latency_and_decode_distributions(client, import_bytes):
+    records = [flat(ttft_s=0.1 * (i + 1), elapsed_s=2.0 + i, tok_s=40.0 + i, client_tok_s=39.0 + i) for i in range(25)]
+    import_bytes(jsonl(*records))
+    page = client.get(reverse("run-detail", args=[Run.objects.get().pk])).content.decode()
+    ttft_row = page[page.index("<th>TTFT (s)</th>") :].split("</tr>")[0]
+    assert ">25<" in ttft_row and ">1.300<" in ttft_row and ">2.300<" in ttft_row  # mean, p90
+    assert "decode tok/s (client)" in page and "(output tokens − 1) / (E2E − TTFT)" in page
