@@ -28,6 +28,7 @@ setup: $(VENV)/.installed
 bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/import_speed.py
 	$(BIN)/python bench/run_list_speed.py
+	$(BIN)/python bench/client_speed.py
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
