@@ -72,7 +72,7 @@ def execute_job(job_id: int, worker: str = "") -> str:
     except TargetRefused as exc:
         finish(job, Job.State.FAILED, f"the server may not be contacted: {exc}")
         return Job.State.FAILED
-    try:
+    try:  # claimed: from here on, every path ends the job
         return _run(job, target)
     except Exception as exc:  # recorded, never a job left running
         log.exception("job %s failed", job_id)
@@ -244,6 +244,8 @@ async def _drive(
                 try:
                     payload = {**payload_base, "prompt": prompts[index % len(prompts)]}
                     outcome = await stream_completion(session, target, payload, deadline_s=deadline)
+                except Exception as exc:  # no request is ever lost: an unexpected failure is an outcome
+                    outcome = Outcome(ok=False, error_type="other", error=f"{type(exc).__name__}: {exc}")
                 finally:
                     holder["running"] -= 1
                 outcomes.put((index, outcome))

@@ -342,8 +342,9 @@ def _request_values(
         if http_status is None:
             raise RecordError("missing required field: 'ok' or 'status' (the request's outcome)")
         ok = 200 <= http_status < 300
-    elif http_status is not None and ok != (200 <= http_status < 300):
-        raise RecordError(f"'ok' is {str(ok).lower()} but 'status' is {http_status}")
+    elif ok and http_status is not None and not 200 <= http_status < 300:
+        # ok false with a 2xx status is legitimate: the request failed after its headers.
+        raise RecordError(f"'ok' is true but 'status' is {http_status}")
     if error is not None:
         error = _text(error, "error", limit=MAX_ERROR_CHARS)
     if error_type is not None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import aiohttp.http_exceptions
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from .target import Target
@@ -113,6 +114,9 @@ async def stream_completion(
     except aiohttp.ClientError as exc:
         outcome.error_type = "other"
         outcome.error = f"{type(exc).__name__}: {exc}"
+    except aiohttp.http_exceptions.HttpProcessingError as exc:  # e.g. LineTooLong
+        outcome.error_type = "other"
+        outcome.error = f"the response cannot be read: {type(exc).__name__}: {exc.message or exc}"
     outcome.elapsed_s = time.perf_counter() - start
     if outcome.ok and outcome.output_tokens and outcome.ttft_s is not None and outcome.output_tokens > 1:
         decode_s = outcome.elapsed_s - outcome.ttft_s
@@ -148,12 +152,13 @@ async def _read_error(response: aiohttp.ClientResponse, outcome: Outcome) -> Non
 async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start: float) -> None:
     received = 0
     tokens = 0
+    events = 0
     final: dict[str, Any] | None = None
     async for raw_line in response.content:
         received += len(raw_line)
         if received > MAX_RESPONSE_BYTES:
             outcome.error_type = "other"
-            outcome.error = f"the response passed the {MAX_RESPONSE_BYTES // (1024 * 1024)} MiB cap"
+            outcome.error = f"the response passed the cap of {MAX_RESPONSE_BYTES:,} bytes"
             return
         line = raw_line.strip()
         if not line or line.startswith(b":"):
@@ -161,6 +166,7 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
         if not line.startswith(b"data:"):
             continue
         data = line[5:].strip()
+        events += 1
         if data == b"[DONE]":
             break
         try:
@@ -180,6 +186,7 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
             outcome.extra["error_event"] = True
             if isinstance(code, int):
                 outcome.http_status = code
+            outcome.output_tokens = tokens
             if "context size has been exceeded" in outcome.error.lower():
                 outcome.error_type = "context_exceeded"
             elif error.get("type") == "exceed_context_size_error":
@@ -196,9 +203,13 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
             final = event
             break
     if final is None:
-        outcome.error_type = "disconnect"
-        outcome.error = "the stream ended before its final chunk (incomplete, not a success)"
         outcome.output_tokens = tokens
+        if events == 0:
+            outcome.error_type = "other"
+            outcome.error = "the response is not an event stream (no 'data:' events)"
+        else:
+            outcome.error_type = "disconnect"
+            outcome.error = "the stream ended before its final chunk (incomplete, not a success)"
         return
     timings = final.get("timings") if isinstance(final.get("timings"), dict) else {}
     outcome.ok = True

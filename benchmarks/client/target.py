@@ -38,6 +38,15 @@ def allowlist() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
 
 
 def resolve_target(url: str) -> Target:
+    try:
+        return _resolve(url)
+    except ValueError as exc:  # urlsplit and .hostname raise plain ValueErrors for malformed URLs
+        if isinstance(exc, TargetRefused):
+            raise
+        raise TargetRefused(f"the URL cannot be parsed: {exc}") from None
+
+
+def _resolve(url: str) -> Target:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https"):
         raise TargetRefused(f"only http and https servers can be registered, not {parts.scheme or 'no scheme'!r}")
@@ -46,9 +55,13 @@ def resolve_target(url: str) -> Target:
     if not parts.hostname:
         raise TargetRefused("the URL has no host")
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port
     except ValueError:
         raise TargetRefused("the URL's port is not a number from 1 to 65535") from None
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    elif port == 0:
+        raise TargetRefused("the URL's port is not a number from 1 to 65535")
     try:
         infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:

@@ -34,8 +34,10 @@ def server(db):
 def redis_down(settings):
     previous = celery_app.conf.broker_url
     celery_app.conf.broker_url = "redis://127.0.0.1:9/0"  # nothing listens on the discard port
+    celery_app._after_fork()  # drop any pool built for another broker
     yield
     celery_app.conf.broker_url = previous
+    celery_app._after_fork()
 
 
 def test_only_staff_register_servers(client, user_client, staff_client):

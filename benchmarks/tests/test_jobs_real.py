@@ -95,10 +95,16 @@ def start_worker(redis_url: str, hostname: str) -> subprocess.Popen:
 
 
 @pytest.fixture
-def broker(redis_url: str) -> str:
-    # The test Redis for the whole session: set before this process first publishes.
+def broker(redis_url: str) -> Iterator[str]:
+    """The test Redis as this process's Celery broker.
+
+    Celery builds its connection pool once, from the broker URL of the first publish; an
+    earlier test may have built it for another broker, so the pool is reset here too.
+    """
     celery_app.conf.broker_url = redis_url
-    return redis_url
+    celery_app._after_fork()  # Celery's own reset of its pools, as after a fork
+    yield redis_url
+    celery_app._after_fork()
 
 
 @pytest.fixture
