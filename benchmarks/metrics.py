@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 # Positions in a request tuple, in records.REQUEST_FIELD_NAMES order:
 # (ts, ok, http_status, error, error_type, prompt_tokens, n_predict, output_tokens,
 #  tok_s, elapsed_s, ttft_s)
-TS, OK, PROMPT_TOKENS, N_PREDICT, OUTPUT_TOKENS, TOK_S, ELAPSED_S = 0, 1, 5, 6, 7, 8, 9
+TS, OK, PROMPT_TOKENS, N_PREDICT, OUTPUT_TOKENS, TOK_S, ELAPSED_S, TTFT_S = 0, 1, 5, 6, 7, 8, 9, 10
 
 
 class RunSummary(NamedTuple):
@@ -33,15 +33,19 @@ class RunSummary(NamedTuple):
     effective_wall_s: float | None
     effective_wall_source: str
     throughput_tok_s: float | None
+    ttft_p50: float | None  # nearest-rank, over ok requests
+    ttft_p95: float | None
+    e2e_p95: float | None
 
 
 def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) -> RunSummary:
     """Summarize a run from its request tuples (records.REQUEST_FIELD_NAMES order)."""
     rows = list(requests)
     if not rows:
-        return RunSummary(
-            None, 0, 0, None, None, None, None, None, None, reported_wall_s, _wall_source(reported_wall_s, None), None
-        )
+        empty: dict[str, Any] = dict.fromkeys(RunSummary._fields)
+        empty.update(n_requests=0, n_ok=0, effective_wall_s=reported_wall_s)
+        empty["effective_wall_source"] = _wall_source(reported_wall_s, None)
+        return RunSummary(**empty)
     columns = list(zip(*rows, strict=True))
     ok_rows = [r for r in rows if r[OK]]
     started = [t for t in columns[TS] if t is not None]
@@ -50,6 +54,7 @@ def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) 
     elapsed = [e for e in columns[ELAPSED_S] if e is not None]
     rates = [r[TOK_S] for r in ok_rows if r[TOK_S] is not None]
     outputs = [r[OUTPUT_TOKENS] for r in ok_rows]
+    ttfts = sorted(r[TTFT_S] for r in ok_rows if r[TTFT_S] is not None)
     wall = reported_wall_s if reported_wall_s is not None else (max(elapsed) if elapsed else None)
     output_tokens_total = sum(outputs) if ok_rows and None not in outputs else None
     throughput = output_tokens_total / wall if output_tokens_total is not None and wall else None
@@ -66,7 +71,17 @@ def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) 
         effective_wall_s=wall,
         effective_wall_source=_wall_source(reported_wall_s, wall),
         throughput_tok_s=throughput,
+        ttft_p50=nearest_rank(ttfts, 50),
+        ttft_p95=nearest_rank(ttfts, 95),
+        e2e_p95=nearest_rank(sorted(r[ELAPSED_S] for r in ok_rows if r[ELAPSED_S] is not None), 95),
     )
+
+
+def nearest_rank(ordered: Sequence[float], p: int) -> float | None:
+    """The p-th percentile of sorted values by the nearest-rank method."""
+    if not ordered:
+        return None
+    return ordered[max(0, -(-p * len(ordered) // 100) - 1)]
 
 
 def _wall_source(reported_wall_s: float | None, wall: float | None) -> str:
@@ -99,5 +114,5 @@ def distribution(values: Iterable[float | None]) -> Distribution | None:
         mean=sum(data) / n,
         minimum=data[0],
         maximum=data[-1],
-        percentiles={p: data[max(0, -(-p * n // 100) - 1)] for p in wanted},
+        percentiles={p: data[max(0, -(-p * n // 100) - 1)] for p in wanted},  # nearest_rank
     )

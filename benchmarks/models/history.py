@@ -61,6 +61,9 @@ class Run(models.Model):
     effective_wall_s = models.FloatField(null=True)
     effective_wall_source = models.CharField(max_length=8, choices=WallSource.choices, blank=True)
     throughput_tok_s = models.FloatField(null=True)
+    ttft_p50 = models.FloatField("TTFT p50 (s)", null=True)
+    ttft_p95 = models.FloatField("TTFT p95 (s)", null=True)
+    e2e_p95 = models.FloatField("E2E p95 (s)", null=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -49,3 +49,11 @@ def test_percentiles_are_nearest_rank_and_the_tail_needs_twenty_values():
     big = distribution([float(i) for i in range(1, 101)])
     assert big.percentiles == {50: 50.0, 90: 90.0, 95: 95.0, 99: 99.0}
     assert distribution([None, None]) is None
+
+
+def test_latency_percentiles_of_ok_requests_are_kept_on_the_run():
+    rows = [(None, True, 200, None, None, 10, 5, 5, 40.0, float(e), 0.1 * e, None)[:11] for e in range(1, 21)] + [
+        request(ok=False, elapsed=999.0)
+    ]
+    summary = summarize(rows, None)
+    assert (summary.ttft_p50, summary.ttft_p95, summary.e2e_p95) == (1.0, 1.9000000000000001, 19.0)
