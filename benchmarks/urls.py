@@ -1,9 +1,14 @@
 from django.urls import path
 
-from . import job_views, views
+from . import chart_views, job_views, views
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", chart_views.home, name="home"),
+    path("charts/timeline/", chart_views.timeline, name="chart-timeline"),
+    path("charts/compare/", chart_views.compare_chart, name="chart-compare"),
+    path("charts/load/", chart_views.load_curve, name="chart-load"),
+    path("charts/regressions/", chart_views.regressions, name="chart-regressions"),
+    path("vendor/plotly.min.js", chart_views.plotly_js, name="plotly-js"),
     path("runs/", views.run_list, name="run-list"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/export.jsonl", views.run_export, name="run-export"),

@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -32,11 +32,6 @@ REJECTS_PER_PAGE = 500
 
 class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
-
-
-@require_GET
-def home(request: HttpRequest) -> HttpResponse:
-    return redirect("run-list")
 
 
 @require_GET

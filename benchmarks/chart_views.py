@@ -1,0 +1,291 @@
+"""Chart pages: timeline, compare, load curve, regressions, and the dashboard home.
+
+Every chart's state lives in its URL (a GET form); the data comes from a fixed number
+of queries and reaches Plotly through json_script; `?format=csv|json` downloads it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import plotly
+from django import forms
+from django.db.models import Avg, Count, F, FloatField, Q, QuerySet
+from django.db.models.functions import Cast, NullIf, TruncDate
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from . import charts
+from .forms import RunFilterForm
+from .models import RequestResult, Run
+
+MAX_TIMELINE_POINTS = 20_000
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+VALUE_FIELDS = (
+    "pk",
+    "key",
+    "label",
+    "model",
+    "gpu",
+    "started_at",
+    "n_ok",
+    "n_requests",
+    "ctx_size",
+    "parallel",
+    "kv_unified",
+    "cache_type_k",
+    "cache_type_v",
+    "flash_attn",
+    "concurrency",
+)
+
+
+@require_GET
+def plotly_js(request: HttpRequest) -> FileResponse:
+    """Plotly's JavaScript from the installed package: kvlab works offline."""
+    response = FileResponse(PLOTLY_JS.open("rb"), content_type="text/javascript")
+    response["Cache-Control"] = "public, max-age=31536000, immutable"
+    return response
+
+
+def with_success_rate(runs: QuerySet[Run]) -> QuerySet[Run]:
+    return runs.annotate(success_rate=Cast(F("n_ok"), FloatField()) / NullIf(F("n_requests"), 0))
+
+
+class ChartForm(RunFilterForm):
+    metric = forms.ChoiceField(choices=[(m.key, m.label) for m in charts.METRICS.values()], required=False)
+    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in charts.GROUPINGS.items()], required=False)
+    sort = None  # type: ignore[assignment]
+    per_page = None  # type: ignore[assignment]
+    page = None  # type: ignore[assignment]
+
+    def metric_obj(self) -> charts.Metric:
+        return charts.METRICS[self.cleaned_data.get("metric") or "tok_s"]
+
+    def grouping(self) -> str:
+        return self.cleaned_data.get("group") or "label"
+
+
+def _render(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
+    partial = f"{template}#chart" if getattr(request, "htmx", False) else template
+    return render(request, partial, context, status=status)
+
+
+def _download(request: HttpRequest, rows: list[dict[str, Any]], name: str) -> HttpResponse | None:
+    fmt = request.GET.get("format")
+    if fmt == "json":
+        response = JsonResponse({"rows": rows}, json_dumps_params={"default": str})
+    elif fmt == "csv":
+        out = io.StringIO()
+        if rows:
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        response = HttpResponse(out.getvalue(), content_type="text/csv")
+    else:
+        return None
+    response["Content-Disposition"] = f'attachment; filename="kvlab-{name}.{fmt}"'
+    return response
+
+
+@require_GET
+def timeline(request: HttpRequest) -> HttpResponse:
+    form = ChartForm(request.GET)
+    context: dict[str, Any] = {"form": form, "page_title": "Timeline"}
+    if not form.is_valid():
+        return _render(request, "charts/timeline.html", context, status=400)
+    metric, grouping = form.metric_obj(), form.grouping()
+    group_fields = charts.GROUPINGS[grouping][1]
+    runs = with_success_rate(form.filter(Run.objects.all())).exclude(started_at=None)
+    rows = list(
+        runs.order_by("-started_at", "-id").values(
+            *VALUE_FIELDS,
+            *[f for f in group_fields if f not in VALUE_FIELDS],
+            value=F(metric.column),
+            build=F("server_props__props__build_info"),
+        )[: MAX_TIMELINE_POINTS + 1]
+    )
+    truncated = len(rows) > MAX_TIMELINE_POINTS
+    rows = rows[:MAX_TIMELINE_POINTS]
+    rows.sort(key=lambda r: (charts.group_name(r, grouping), r["started_at"], r["pk"]))
+    download = _download(request, [_flat(r, metric) for r in rows], "timeline")
+    if download:
+        return download
+    context.update(
+        metric=metric,
+        grouping=grouping,
+        figure=charts.timeline(rows, metric, grouping) if rows else None,
+        n_points=len(rows),
+        truncated=truncated,
+        max_points=MAX_TIMELINE_POINTS,
+    )
+    return _render(request, "charts/timeline.html", context)
+
+
+def _flat(row: dict[str, Any], metric: charts.Metric) -> dict[str, Any]:
+    flat = {k: row.get(k) for k in VALUE_FIELDS}
+    flat[metric.key] = row.get("value")
+    return flat
+
+
+class CompareChartForm(forms.Form):
+    run = forms.TypedMultipleChoiceField(coerce=int, required=True)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        ids = self.data.getlist("run") if hasattr(self.data, "getlist") else []
+        self.fields["run"].choices = [(i, i) for i in ids]
+
+    def clean_run(self) -> list[int]:
+        ids = list(dict.fromkeys(self.cleaned_data["run"]))
+        if not 2 <= len(ids) <= 12:
+            raise forms.ValidationError("Select 2 to 12 runs to compare.")
+        return ids
+
+
+@require_GET
+def compare_chart(request: HttpRequest) -> HttpResponse:
+    form = CompareChartForm(request.GET)
+    context: dict[str, Any] = {"form": form, "page_title": "Compare"}
+    if not form.is_valid():
+        return _render(request, "charts/compare.html", context, status=400)
+    ids = form.cleaned_data["run"]
+    values = {f"value_{k}": F(charts.METRICS[k].column) for k in charts.COMPARE_METRICS}
+    found = {r["pk"]: r for r in with_success_rate(Run.objects.filter(pk__in=ids)).values(*VALUE_FIELDS, **values)}
+    missing = [i for i in ids if i not in found]
+    if missing:
+        context["missing"] = missing
+        return _render(request, "charts/compare.html", context, status=404)
+    runs = [found[i] for i in ids]
+    requests = RequestResult.objects.filter(run_id__in=ids).values_list("run_id", "ok", "tok_s")
+    download = _download(request, runs, "compare")
+    if download:
+        return download
+    context.update(figure=charts.compare(runs, requests), runs=runs)
+    return _render(request, "charts/compare.html", context)
+
+
+class LoadCurveForm(forms.Form):
+    model = forms.ChoiceField(required=False)
+    gpu = forms.CharField(required=False, max_length=200)
+    label = forms.CharField(required=False, max_length=200)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        models = Run.objects.order_by("model").values_list("model", flat=True).distinct()
+        self.fields["model"].choices = [("", "— pick a model —")] + [(m, m) for m in models]
+
+
+@require_GET
+def load_curve(request: HttpRequest) -> HttpResponse:
+    form = LoadCurveForm(request.GET)
+    context: dict[str, Any] = {"form": form, "page_title": "Load curve"}
+    if not form.is_valid():
+        return _render(request, "charts/load_curve.html", context, status=400)
+    if not form.cleaned_data["model"]:
+        return _render(request, "charts/load_curve.html", context)
+    runs = Run.objects.filter(model=form.cleaned_data["model"]).exclude(concurrency=None)
+    if form.cleaned_data["gpu"]:
+        runs = runs.filter(gpu=form.cleaned_data["gpu"])
+    if form.cleaned_data["label"]:
+        runs = runs.filter(label=form.cleaned_data["label"])
+    points = list(
+        runs.values("concurrency")
+        .annotate(
+            throughput=Avg("throughput_tok_s"),
+            tok_s=Avg("tok_s_mean"),
+            ttft_p95=Avg("ttft_p95"),
+            runs=Count("id"),
+            failed=Count("id", filter=Q(n_ok=0, n_requests__gt=0)),
+        )
+        .order_by("concurrency")
+    )
+    download = _download(request, points, "load-curve")
+    if download:
+        return download
+    figure, knee = charts.load_curve(points) if len(points) >= 2 else (None, None)
+    context.update(figure=figure, knee=knee, points=points)
+    return _render(request, "charts/load_curve.html", context)
+
+
+class RegressionForm(forms.Form):
+    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in charts.GROUPINGS.items()], required=False)
+    window = forms.IntegerField(min_value=2, max_value=100, required=False, initial=10)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for metric in charts.METRICS.values():
+            self.fields[f"t_{metric.key}"] = forms.FloatField(
+                min_value=0, max_value=1000, required=False, initial=5, label=f"{metric.label} threshold (%)"
+            )
+
+    def thresholds(self) -> dict[str, float]:
+        return {
+            m.key: (self.cleaned_data.get(f"t_{m.key}") if self.cleaned_data.get(f"t_{m.key}") is not None else 5.0)
+            / 100
+            for m in charts.METRICS.values()
+        }
+
+
+@require_GET
+def regressions(request: HttpRequest) -> HttpResponse:
+    form = RegressionForm(request.GET)
+    context: dict[str, Any] = {"form": form, "page_title": "Regressions"}
+    if not form.is_valid():
+        return render(request, "charts/regressions.html", context, status=400)
+    grouping = form.cleaned_data.get("group") or "label"
+    fields = charts.GROUPINGS[grouping][1]
+    columns = [m.column for m in charts.METRICS.values()]
+    rows = list(
+        with_success_rate(Run.objects.exclude(started_at=None))
+        .order_by("started_at", "id")
+        .values("pk", "key", *{*fields, "ctx_size", "parallel", "kv_unified", "cache_type_k", "cache_type_v"}, *columns)
+    )
+    for row in rows:
+        row["group"] = charts.group_name(row, grouping)
+    found = charts.regressions(
+        rows, list(charts.METRICS.values()), form.thresholds(), window=form.cleaned_data.get("window") or 10
+    )
+    context.update(found=found, grouping=grouping, n_groups=len({r["group"] for r in rows}))
+    return render(request, "charts/regressions.html", context)
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    latest = list(Run.objects.order_by("-started_at", "-id")[:10])
+    since = timezone.now() - timedelta(days=30)
+    failures = list(
+        Run.objects.filter(started_at__gte=since, n_requests__gt=0)
+        .annotate(day=TruncDate("started_at"))
+        .values("day")
+        .annotate(failed=Count("id", filter=Q(n_ok__lt=F("n_requests"))), total=Count("id"))
+        .order_by("day")
+    )
+    trend_rows = list(
+        with_success_rate(Run.objects.exclude(started_at=None))
+        .order_by("-started_at", "-id")
+        .values(*VALUE_FIELDS, value=F("tok_s_mean"), build=F("server_props__props__build_info"))[:2000]
+    )
+    trend_rows.sort(key=lambda r: (charts.group_name(r, "label"), r["started_at"], r["pk"]))
+    trend = charts.timeline(trend_rows, charts.METRICS["tok_s"], "label") if trend_rows else None
+    failure_figure = (
+        {
+            "data": [
+                {"type": "bar", "name": "runs with failures", "x": [str(f["day"]) for f in failures],
+                 "y": [f["failed"] for f in failures], "marker": {"color": charts.FAIL_COLOR}},
+                {"type": "bar", "name": "all runs", "x": [str(f["day"]) for f in failures],
+                 "y": [f["total"] for f in failures], "marker": {"color": "#c9d4e0"}},
+            ],
+            "layout": {"barmode": "overlay", "margin": {"t": 30}, "legend": {"orientation": "h"}},
+        }
+        if failures
+        else None
+    )  # fmt: skip
+    context = {"latest": latest, "trend": trend, "failure_figure": failure_figure, "since": since}
+    return render(request, "charts/home.html", context)
