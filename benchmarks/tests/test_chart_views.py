@@ -1,0 +1,186 @@
+"""Chart pages: their figures for known runs, fixed query counts, URL state, empty and bad input."""
+
+import json
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from benchmarks import charts
+from benchmarks.models import Run
+
+from .conftest import flat, jsonl
+
+pytestmark = pytest.mark.django_db
+
+
+def figure(response, figure_id: str) -> dict:
+    match = re.search(
+        rf'<script id="{figure_id}" type="application/json">(.*?)</script>', response.content.decode(), re.S
+    )
+    assert match, f"no {figure_id} in the page"
+    return json.loads(match.group(1))
+
+
+def traces(fig: dict) -> dict[str, dict]:
+    return {t["name"]: t for t in fig["data"]}
+
+
+def test_the_timeline_has_one_line_per_label_and_failed_runs_as_crosses(client, demo_import):
+    response = client.get(reverse("chart-timeline"), {"metric": "tok_s", "group": "label"})
+    fig = traces(figure(response, "timeline-figure"))
+    assert set(fig) == {"original", "C2", "C3P", "failed runs"}
+    assert fig["C2"]["y"] == [7.93, 2.15] and fig["C3P"]["y"] == [25.7, 26.3]
+    assert fig["original"]["y"] == [5.84, None]  # the failed run is a gap, not a zero
+    orig_x3 = Run.objects.get(key="orig-x3").pk
+    assert fig["failed runs"]["customdata"] == [orig_x3] and fig["failed runs"]["marker"]["symbol"] == "x"
+    assert all(t["type"] == "scatter" for t in fig.values())  # WebGL only for large series
+
+
+def test_a_change_of_flags_within_a_group_is_marked(client, demo_import):
+    fig = traces(figure(client.get(reverse("chart-timeline"), {"group": "model"}), "timeline-figure"))
+    changes = fig["configuration changed"]["text"]
+    assert any("ctx_size: 16384 → 9216" in text for text in changes)
+    assert any("cache_type_k: f16 → q8_0" in text for text in changes)
+
+
+def test_the_timeline_groups_by_configuration(client, demo_import):
+    fig = traces(
+        figure(client.get(reverse("chart-timeline"), {"group": "config", "metric": "wall"}), "timeline-figure")
+    )
+    assert "-c 16384 -np 4 unified f16/f16" in fig and "-c 12288 -np 1 unified q8_0/q8_0" in fig
+
+
+def test_the_timeline_issues_a_fixed_number_of_queries(client, import_bytes):
+    import_bytes(
+        jsonl(*[flat(run=f"r{i}", label=f"cfg{i % 7}", ts=f"2026-10-{1 + i % 28:02d}T00:00:00Z") for i in range(300)])
+    )
+    counts = []
+    for query in ({}, {"group": "config"}, {"label": "cfg3"}):
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(reverse("chart-timeline"), query).status_code == 200
+        counts.append(len(queries))
+    assert counts == [4, 4, 4]  # model, GPU and label choices; the points
+
+
+def test_chart_state_round_trips_through_the_url(client, demo_import):
+    query = {"metric": "success", "group": "gpu", "label": "C2", "date_from": "2026-09-18"}
+    response = client.get(reverse("chart-timeline"), query)
+    page = response.content.decode()
+    assert 'value="success" selected' in page and 'value="gpu" selected' in page and 'value="C2" selected' in page
+    assert 'value="2026-09-18"' in page
+    fig = traces(figure(response, "timeline-figure"))
+    assert set(fig) == {"RTX 5060 Ti 16GB"} and fig["RTX 5060 Ti 16GB"]["y"] == [1.0, 1.0]
+
+
+def test_an_htmx_filter_change_returns_only_the_chart(client, demo_import):
+    response = client.get(reverse("chart-timeline"), {"label": "C3P"}, headers={"HX-Request": "true"})
+    body = response.content.decode()
+    assert body.strip().startswith('<div id="chart">') and "<html" not in body
+    assert set(traces(figure(response, "timeline-figure"))) == {"C3P"}
+
+
+def test_the_timeline_data_downloads_as_csv_and_json(client, demo_import):
+    csv_body = client.get(reverse("chart-timeline"), {"label": "C2", "format": "csv"}).content.decode()
+    lines = csv_body.strip().splitlines()
+    assert lines[0].startswith("pk,key,label") and lines[0].endswith(",tok_s") and len(lines) == 3
+    data = client.get(reverse("chart-timeline"), {"label": "C2", "format": "json"}).json()
+    assert [r["key"] for r in data["rows"]] == ["c2-single", "c2-x3"] and data["rows"][1]["tok_s"] == 2.15
+
+
+def test_an_empty_chart_says_so(client, db):
+    response = client.get(reverse("chart-timeline"))
+    assert response.status_code == 200 and "No runs with a start time match these filters" in response.content.decode()
+
+
+@pytest.mark.parametrize("query", [{"metric": "nope"}, {"group": "nope"}, {"date_from": "yesterday"}, {"model": "x"}])
+def test_bad_chart_filters_are_form_errors(client, demo_import, query):
+    response = client.get(reverse("chart-timeline"), query)
+    assert response.status_code == 400 and 'class="error"' in response.content.decode()
+
+
+def test_compare_tells_the_demo_story(client, demo_import):
+    ids = [Run.objects.get(key=k).pk for k in ("orig-x3", "c2-x3", "c3p-queue2")]
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("chart-compare"), {"run": ids})
+    assert len(queries) == 2  # the runs; their requests
+    fig = figure(response, "compare-figure")
+    bars = {t["name"]: t["y"] for t in fig["data"] if t["type"] == "bar"}
+    assert bars["success rate"] == [0.0, 1.0, 1.0]
+    assert bars["decode tok/s per request"] == [None, 2.15, 26.3]
+    boxes = [t for t in fig["data"] if t["type"] == "box"]
+    assert [len(b["y"]) for b in boxes] == [0, 3, 2] and boxes[2]["y"] == [26.3, 26.3]
+
+
+@pytest.mark.parametrize(("query", "status"), [({}, 400), ({"run": ["1"]}, 400), ({"run": ["1", "99999"]}, 404)])
+def test_compare_needs_two_known_runs(client, demo_import, query, status):
+    assert client.get(reverse("chart-compare"), query).status_code == status
+
+
+def test_the_load_curve_marks_where_throughput_stops_growing(client, import_bytes):
+    records = []
+    for concurrency, throughput_tokens in ((1, 100), (2, 190), (4, 360), (8, 370), (16, 372)):
+        for i in range(2):
+            records.append(
+                flat(
+                    run=f"c{concurrency}",
+                    concurrency=concurrency,
+                    output_tokens=throughput_tokens,
+                    elapsed_s=1.0,
+                    tok_s=50.0 / concurrency,
+                )
+            )
+    import_bytes(jsonl(*records))
+    response = client.get(reverse("chart-load"), {"model": "tiny.gguf"})
+    page = response.content.decode()
+    assert "Throughput stops growing (by 5% or more) after concurrency 4." in page
+    fig = traces(figure(response, "load-figure"))
+    assert fig["aggregate throughput (tok/s)"]["x"] == [1, 2, 4, 8, 16]
+    assert fig["aggregate throughput (tok/s)"]["y"] == [200.0, 380.0, 720.0, 740.0, 744.0]
+
+
+def test_a_load_curve_needs_two_concurrencies(client, demo_import):
+    page = client.get(reverse("chart-load"), {"model": "Devstral-Small-2-24B-Q4_K_M.gguf"}).content.decode()
+    assert "load-figure" in page  # the demo has concurrency 1, 2 and 3
+    assert client.get(reverse("chart-load"), {"model": "nope.gguf"}).status_code == 400
+
+
+def test_regressions_list_groups_worse_than_their_history(client, import_bytes):
+    history = [
+        flat(run=f"h{i}", label="nightly", ts=f"2026-10-{10 + i}T00:00:00Z", tok_s=40.0 + (i % 2)) for i in range(6)
+    ]
+    latest = flat(run="latest", label="nightly", ts="2026-10-20T00:00:00Z", tok_s=30.0)
+    steady = [flat(run=f"s{i}", label="steady", ts=f"2026-10-{10 + i}T00:00:00Z", tok_s=20.0) for i in range(4)]
+    import_bytes(jsonl(*history, latest, *steady))
+    page = client.get(reverse("chart-regressions")).content.decode()
+    assert "<td>nightly</td><td>decode tok/s per request</td>" in page and "-26%" in page
+    assert "<td>steady</td>" not in page
+    relaxed = client.get(reverse("chart-regressions"), {"t_tok_s": 50}).content.decode()
+    assert "<td>nightly</td><td>decode tok/s per request</td>" not in relaxed
+    assert client.get(reverse("chart-regressions"), {"t_tok_s": -1}).status_code == 400
+
+
+def test_the_home_page_shows_the_daily_charts(client, demo_import):
+    page = client.get(reverse("home")).content.decode()
+    assert "trend-figure" in page and "Latest runs" in page
+    latest = page[page.index("<h2>Latest runs</h2>") :]
+    assert latest.index("C3P") < latest.index("C2") < latest.index("original")  # newest first
+    assert "No runs since" in page  # the demo is older than the 30-day failure chart
+    assert '<script src="/vendor/plotly.min.js" defer></script>' in page
+
+
+def test_plotly_is_served_by_the_app(client):
+    response = client.get(reverse("plotly-js"))
+    body = b"".join(response.streaming_content)
+    assert response.status_code == 200 and b"plotly.js" in body[:2000] and len(body) > 1_000_000
+    assert "immutable" in response["Cache-Control"]
+
+
+def test_regression_detection_uses_the_spread_of_repeated_runs():
+    noisy = [{"group": "g", "pk": i, "key": f"k{i}", "tok_s_mean": v} for i, v in enumerate([40, 30, 50, 35, 45, 36])]
+    assert charts.regressions(noisy, [charts.METRICS["tok_s"]], {"tok_s": 0.05}) == []  # within 2σ of a noisy past
+    steady = [{"group": "g", "pk": i, "key": f"k{i}", "tok_s_mean": v} for i, v in enumerate([40, 40.5, 39.5, 40, 36])]
+    (found,) = charts.regressions(steady, [charts.METRICS["tok_s"]], {"tok_s": 0.05})
+    assert (found.latest, found.baseline, round(found.change, 3)) == (36, 40.0, -0.1)
