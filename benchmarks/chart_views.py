@@ -61,6 +61,8 @@ def with_success_rate(runs: QuerySet[Run]) -> QuerySet[Run]:
 class ChartForm(RunFilterForm):
     metric = forms.ChoiceField(choices=[(m.key, m.label) for m in charts.METRICS.values()], required=False)
     group = forms.ChoiceField(choices=[(k, v[0]) for k, v in charts.GROUPINGS.items()], required=False)
+    x0 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown from")
+    x1 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown to")
     sort = None  # type: ignore[assignment]
     per_page = None  # type: ignore[assignment]
     page = None  # type: ignore[assignment]
@@ -117,10 +119,13 @@ def timeline(request: HttpRequest) -> HttpResponse:
     download = _download(request, [_flat(r, metric) for r in rows], "timeline")
     if download:
         return download
+    figure = charts.timeline(rows, metric, grouping) if rows else None
+    if figure and form.cleaned_data.get("x0") and form.cleaned_data.get("x1"):
+        figure["layout"]["xaxis"]["range"] = [form.cleaned_data["x0"].isoformat(), form.cleaned_data["x1"].isoformat()]
     context.update(
         metric=metric,
         grouping=grouping,
-        figure=charts.timeline(rows, metric, grouping) if rows else None,
+        figure=figure,
         n_points=len(rows),
         truncated=truncated,
         max_points=MAX_TIMELINE_POINTS,

@@ -122,7 +122,7 @@ def test_compare_needs_two_known_runs(client, demo_import, query, status):
 def test_the_load_curve_marks_where_throughput_stops_growing(client, import_bytes):
     records = []
     for concurrency, throughput_tokens in ((1, 100), (2, 190), (4, 360), (8, 370), (16, 372)):
-        for i in range(2):
+        for _ in range(2):
             records.append(
                 flat(
                     run=f"c{concurrency}",
@@ -184,3 +184,10 @@ def test_regression_detection_uses_the_spread_of_repeated_runs():
     steady = [{"group": "g", "pk": i, "key": f"k{i}", "tok_s_mean": v} for i, v in enumerate([40, 40.5, 39.5, 40, 36])]
     (found,) = charts.regressions(steady, [charts.METRICS["tok_s"]], {"tok_s": 0.05})
     assert (found.latest, found.baseline, round(found.change, 3)) == (36, 40.0, -0.1)
+
+
+def test_a_zoomed_range_in_the_url_is_applied_to_the_chart(client, demo_import):
+    query = {"x0": "2026-09-18T19:00:00", "x1": "2026-09-18T21:30:00"}
+    fig = figure(client.get(reverse("chart-timeline"), query), "timeline-figure")
+    assert fig["layout"]["xaxis"]["range"] == ["2026-09-18T19:00:00+00:00", "2026-09-18T21:30:00+00:00"]
+    assert client.get(reverse("chart-timeline"), {"x0": "never"}).status_code == 400

@@ -10,11 +10,42 @@
         displaylogo: false,
         toImageButtonOptions: { format: "png", filename: el.dataset.name || "kvlab-chart", scale: 2 },
       });
-      if (el.dataset.clickRuns !== undefined && el.removeAllListeners) {
+      if (el.removeAllListeners) {
         el.removeAllListeners("plotly_click");
+        el.removeAllListeners("plotly_selected");
+        el.removeAllListeners("plotly_relayout");
+      }
+      if (el.dataset.clickRuns !== undefined) {
         el.on("plotly_click", function (event) {
           var id = event.points[0] && event.points[0].customdata;
           if (id) window.location = "/runs/" + id + "/";
+        });
+      }
+      var compare = document.getElementById("compare-selection");
+      if (compare) {
+        // Box or lasso select points, then compare those runs.
+        el.on("plotly_selected", function (event) {
+          var ids = (event && event.points || []).map(function (p) { return p.customdata; }).filter(Boolean);
+          ids = ids.filter(function (id, i) { return ids.indexOf(id) === i; }).slice(0, 12);
+          compare.hidden = ids.length < 2;
+          compare.href = "/charts/compare/?" + ids.map(function (id) { return "run=" + id; }).join("&");
+          compare.textContent = "compare the " + ids.length + " selected runs";
+        });
+      }
+      if (el.dataset.rangeParams !== undefined) {
+        // Zooming writes the visible range into the URL, so a copied link shows the same view.
+        el.on("plotly_relayout", function (change) {
+          var url = new URL(window.location);
+          if (change["xaxis.range[0]"]) {
+            url.searchParams.set("x0", String(change["xaxis.range[0]"]).slice(0, 19));
+            url.searchParams.set("x1", String(change["xaxis.range[1]"]).slice(0, 19));
+          } else if (change["xaxis.autorange"]) {
+            url.searchParams.delete("x0");
+            url.searchParams.delete("x1");
+          } else {
+            return;
+          }
+          window.history.replaceState(null, "", url);
         });
       }
     });
