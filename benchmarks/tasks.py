@@ -6,7 +6,7 @@ from celery import shared_task
 from django.db import transaction
 
 from . import execution
-from .models import Job
+from .models import Job, Sweep
 
 
 @shared_task(name="benchmarks.tasks.run_benchmark_job", acks_late=True, reject_on_worker_lost=False)
@@ -24,3 +24,22 @@ def enqueue(job: Job) -> None:
     """Send the job to its server's queue once the transaction that created it commits."""
     queue = job.server.celery_queue
     transaction.on_commit(lambda: run_benchmark_job.apply_async(args=[job.pk], queue=queue))
+
+
+@shared_task(name="benchmarks.tasks.run_sweep", acks_late=True, reject_on_worker_lost=False)
+def run_sweep(sweep_id: int) -> str:
+    from . import sweeping
+
+    return sweeping.run_sweep(sweep_id, worker=run_sweep.request.hostname or "")
+
+
+@shared_task(name="benchmarks.tasks.reap_stale_sweeps")
+def reap_stale_sweeps() -> list[int]:
+    from . import sweeping
+
+    return sweeping.reap_stale_sweeps()
+
+
+def enqueue_sweep(sweep: Sweep) -> None:
+    queue = sweep.host.celery_queue
+    transaction.on_commit(lambda: run_sweep.apply_async(args=[sweep.pk], queue=queue))

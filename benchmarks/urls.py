@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import chart_views, job_views, views
+from . import chart_views, job_views, sweep_views, views
 
 urlpatterns = [
     path("", chart_views.home, name="home"),
@@ -22,6 +22,14 @@ urlpatterns = [
     path("servers/<int:pk>/", job_views.server_detail, name="server-detail"),
     path("servers/<int:pk>/edit/", job_views.server_edit, name="server-edit"),
     path("servers/<int:pk>/probe/", job_views.server_probe, name="server-probe"),
+    path("hosts/", sweep_views.host_list, name="host-list"),
+    path("hosts/new/", sweep_views.host_edit, name="host-new"),
+    path("hosts/<int:pk>/edit/", sweep_views.host_edit, name="host-edit"),
+    path("sweeps/", sweep_views.sweep_list, name="sweep-list"),
+    path("sweeps/new/", sweep_views.sweep_new, name="sweep-new"),
+    path("sweeps/demo/", sweep_views.sweep_demo, name="sweep-demo"),
+    path("sweeps/<int:pk>/", sweep_views.sweep_detail, name="sweep-detail"),
+    path("sweeps/<int:pk>/cancel/", sweep_views.sweep_cancel, name="sweep-cancel"),
     path("jobs/", job_views.job_list, name="job-list"),
     path("jobs/new/", job_views.job_new, name="job-new"),
     path("jobs/<int:pk>/", job_views.job_detail, name="job-detail"),

@@ -117,7 +117,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
     # A file, not memory, so that Celery worker processes started by tests share it.
-    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-kvlab.sqlite3")}
+    # Per process, so that two test sessions on one checkout never share a file.
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / f"test-kvlab-{os.getpid()}.sqlite3")}
     VAR_DIR.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -159,6 +160,7 @@ CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 120
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5}
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "benchmarks.tasks.reap_stale_jobs", "schedule": 30.0},
+    "reap-stale-sweeps": {"task": "benchmarks.tasks.reap_stale_sweeps", "schedule": 30.0},
 }
 
 # Benchmark jobs: a running job writes a heartbeat; one silent this long is reaped.

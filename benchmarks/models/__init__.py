@@ -2,5 +2,17 @@
 
 from .history import FileImport, RejectedLine, RequestResult, Run
 from .jobs import Job, Server
+from .sweeps import CalibrationPoint, LaunchHost, Sweep, SweepConfig
 
-__all__ = ["FileImport", "Job", "RejectedLine", "RequestResult", "Run", "Server"]
+__all__ = [
+    "CalibrationPoint",
+    "FileImport",
+    "Job",
+    "LaunchHost",
+    "RejectedLine",
+    "RequestResult",
+    "Run",
+    "Server",
+    "Sweep",
+    "SweepConfig",
+]

@@ -74,6 +74,9 @@ class Job(models.Model):
     n_running = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveBigIntegerField(default=0)
     recent_errors = models.JSONField(default=list, blank=True)
+    sweep_config = models.ForeignKey(
+        "SweepConfig", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

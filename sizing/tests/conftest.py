@@ -134,6 +134,6 @@ def llama_server(llama_server_binary: Path) -> Callable[..., ServerRun]:
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """{architecture: path} of the tiny GGUF models, written once per session."""
-    from .tiny_gguf import write_all  # imports gguf/numpy only for the tests that need models
+    from sizing.tiny_gguf import write_all  # imports gguf/numpy only for the tests that need models
 
     return write_all(tmp_path_factory.mktemp("tiny-gguf"))

@@ -1,0 +1,59 @@
+"""The built-in demo sweep: the investigation at small scale, on a tiny generated model.
+
+Three concurrent requests of 300 prompt + 300 output tokens against:
+1. the default flags (4 automatic slots sharing one 1,024-cell pool): all fail together;
+2. per-slot KV (-np 3 --no-kv-unified, 768 cells each): all succeed;
+3. one slot with q8_0 KV: all succeed, one after another.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.conf import settings
+
+from .models import LaunchHost
+
+DEMO_MODEL = "kvlab-demo-tiny-llama.gguf"
+DEMO_FLAG_SETS = ["-c 1024", "-c 2048 -np 3 --no-kv-unified", "-c 1024 -np 1 -ctk q8_0 -ctv q8_0 -fa on"]
+DEMO_PARAMS = {
+    "prompt_tokens": 300,
+    "n_predict": 300,
+    "concurrencies": [3],
+    "requests": 3,
+    "repeats": 1,
+    "timeout_s": 300,
+}
+CACHED_BINARY = Path.home() / ".cache" / "kvlab" / "llama-server-11434.0.0" / "bin" / "llama-server"
+
+
+def demo_models_dir() -> Path:
+    return Path(settings.VAR_DIR) / "models"
+
+
+def ensure_demo_model() -> Path:
+    from sizing.tiny_gguf import write_llama
+
+    path = demo_models_dir() / DEMO_MODEL
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        write_llama(tmp)
+        tmp.rename(path)
+    return path
+
+
+def ensure_demo_host() -> LaunchHost:
+    """A loopback host serving the demo model with the llama-server kvlab builds."""
+    binary = os.environ.get("KVLAB_LLAMA_SERVER") or str(CACHED_BINARY)
+    ensure_demo_model()
+    host, _ = LaunchHost.objects.get_or_create(
+        name="local demo",
+        defaults={
+            "binary_path": binary,
+            "models_dir": str(demo_models_dir()),
+            "notes": "created for the built-in demo sweep; llama-server from scripts/build-llama-server.sh",
+        },
+    )
+    return host

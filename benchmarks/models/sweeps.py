@@ -1,0 +1,131 @@
+"""Launch hosts and sweeps: kvlab starts llama-server itself with several flag sets."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import F, Q
+
+
+class LaunchHost(models.Model):
+    """A machine where a worker may start llama-server: what it may run, and where."""
+
+    name = models.CharField(max_length=100, unique=True)
+    binary_path = models.CharField(max_length=500, help_text="absolute path of llama-server on that machine")
+    models_dir = models.CharField(max_length=500, help_text="only GGUF files inside this directory can be launched")
+    bind_address = models.GenericIPAddressField(default="127.0.0.1")
+    port_min = models.PositiveIntegerField(default=18000)
+    port_max = models.PositiveIntegerField(default=18099)
+    gpu = models.CharField("GPU", max_length=200, blank=True)
+    gpu_mib = models.PositiveIntegerField("GPU memory (MiB)", null=True, blank=True)
+    queue = models.CharField(max_length=100, blank=True, help_text="the Celery queue of the worker on that machine")
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(port_min__lte=F("port_max")), name="host_port_range_ordered"),
+            models.CheckConstraint(condition=Q(port_min__gte=1024, port_max__lte=65535), name="host_port_range_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def celery_queue(self) -> str:
+        return self.queue or settings.CELERY_TASK_DEFAULT_QUEUE
+
+
+class Sweep(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    host = models.ForeignKey(LaunchHost, on_delete=models.PROTECT, related_name="sweeps")
+    model_file = models.CharField(max_length=500, help_text="a GGUF file name inside the host's models directory")
+    label = models.CharField(max_length=200, blank=True)
+    params = models.JSONField(help_text="workload: prompt, n_predict, concurrencies, requests, repeats, timeout")
+    preference = models.CharField(max_length=16, default="throughput")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+    worker = models.CharField(max_length=200, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            # the reaper: running sweeps whose heartbeat stopped
+            models.Index(fields=["state", "heartbeat_at"], name="sweep_state_heartbeat_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"sweep {self.pk} ({self.state})"
+
+    @property
+    def finished(self) -> bool:
+        return self.state in self.FINISHED
+
+
+class SweepConfig(models.Model):
+    """One flag set of a sweep: how its server started, what it reported, what it measured."""
+
+    class Outcome(models.TextChoices):
+        PENDING = "pending"
+        RAN = "ran"
+        INVALID = "invalid", "refused by kvlab (invalid flags)"
+        FAILED_TO_START = "failed_to_start", "failed to start"
+        CRASHED = "crashed"
+        CANCELLED = "cancelled"
+
+    sweep = models.ForeignKey(Sweep, on_delete=models.CASCADE, related_name="configs")
+    position = models.PositiveSmallIntegerField()
+    command = models.TextField(help_text="the flags, as typed")
+    args = models.JSONField(default=list, help_text="the argument list the process was started with")
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.PENDING)
+    error = models.TextField(blank=True)
+    log_tail = models.TextField(blank=True)
+    predicted = models.JSONField(null=True, blank=True, help_text="sizing.report.as_json before the launch")
+    reported = models.JSONField(null=True, blank=True, help_text="sizing.server_log.read_server_log after it")
+    started_at = models.DateTimeField(null=True)
+    finished_at = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["sweep", "position"]
+        constraints = [models.UniqueConstraint(fields=["sweep", "position"], name="sweep_config_position_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.sweep_id}#{self.position}: {self.command}"
+
+
+class CalibrationPoint(models.Model):
+    """A (predicted, reported) memory pair from a launched server: sizing learns from these."""
+
+    model_name = models.CharField(max_length=300)
+    arch = models.CharField(max_length=50)
+    flags_key = models.CharField(max_length=300, help_text="the flags that decide memory, normalised")
+    predicted_kv_bytes = models.PositiveBigIntegerField()
+    reported_kv_mib = models.FloatField()
+    predicted_compute_bytes = models.PositiveBigIntegerField()
+    reported_compute_mib = models.FloatField()
+    reported_model_mib = models.FloatField()
+    config = models.ForeignKey(SweepConfig, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            # the sizing page: past reports for this model (and these flags)
+            models.Index(fields=["model_name", "flags_key"], name="calibration_lookup_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} {self.flags_key}"

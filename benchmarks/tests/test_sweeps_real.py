@@ -1,0 +1,145 @@
+"""Sweeps against real parts: kvlab launches a real llama-server per flag set on a tiny
+model, through a real Celery worker on a real Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from benchmarks import demo_sweep
+from benchmarks.models import CalibrationPoint, Job, LaunchHost, Sweep, SweepConfig
+from benchmarks.sweep_views import create_sweep
+from sizing.server_log import mib
+
+from .test_jobs_real import broker, start_worker, worker  # noqa: F401, F811  (real worker fixtures)
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
+
+
+def servers_running(model: Path) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "llama-server"], capture_output=True, text=True, check=False).stdout
+    return [line for line in out.splitlines() if str(model) in line]
+
+
+def wait_sweep(sweep: Sweep, timeout: float = 240) -> Sweep:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sweep.refresh_from_db()
+        if sweep.finished:
+            return sweep
+        time.sleep(0.3)
+    pytest.fail(f"sweep {sweep.pk} still {sweep.state}")
+
+
+@pytest.fixture
+def demo_host(llama_server_binary, monkeypatch) -> LaunchHost:
+    monkeypatch.setenv("KVLAB_LLAMA_SERVER", str(llama_server_binary))
+    return demo_sweep.ensure_demo_host()
+
+
+def test_the_demo_sweep_reproduces_the_investigation_and_its_predictions(demo_host, worker):  # noqa: F811
+    out = StringIO()
+    call_command("sweep", "--demo", "--wait", "--json", stdout=out)
+    summary = json.loads(out.getvalue())
+    assert summary["state"] == "succeeded", summary
+    default, per_slot, q8 = summary["configs"]
+    # predicted before it ran, then measured
+    assert (default["predicted"], default["outcome"], default["ok"], default["total"]) == ("pool_overflow", "ran", 0, 3)
+    assert (per_slot["predicted"], per_slot["ok"], per_slot["total"], per_slot["n_ctx_slot"]) == ("ok", 3, 3, 768)
+    assert (q8["predicted"], q8["ok"], q8["total"], q8["n_ctx_slot"]) == ("ok", 3, 3, 1024)
+    assert per_slot["best"] or q8["best"]
+    for config in SweepConfig.objects.filter(sweep_id=summary["sweep"]):
+        # every cache line the server printed equals kvlab's prediction
+        predicted = [
+            (c["cells"], c["layers"], mib(c["k_bytes"]), mib(c["v_bytes"])) for c in config.predicted["caches"]
+        ]
+        reported = [(k["cells"], k["layers"], k["k_mib"], k["v_mib"]) for k in config.reported["kv"]]
+        assert predicted == reported, config.command
+    failed = Job.objects.get(sweep_config__sweep_id=summary["sweep"], sweep_config__position=0).runs.get()
+    assert set(failed.requests.values_list("http_status", "error_type")) == {(500, "context_exceeded")}
+    assert CalibrationPoint.objects.filter(config__sweep_id=summary["sweep"]).count() == 3
+    assert servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL) == []
+
+
+def test_flag_sets_that_cannot_start_are_recorded_as_such(demo_host, worker):  # noqa: F811
+    sweep = create_sweep(
+        demo_host,
+        demo_sweep.DEMO_MODEL,
+        ["-c 1024 -np 1 -ctv q8_0 -fa off", "-c 512 -np 1"],
+        {"prompt_tokens": 20, "n_predict": 5, "concurrencies": [1], "requests": 1, "repeats": 1, "timeout_s": 60},
+    )
+    sweep = wait_sweep(sweep)
+    invalid, fine = sweep.configs.order_by("position")
+    assert invalid.outcome == "failed_to_start" and "quantized V cache requires flash_attn" in invalid.log_tail
+    assert invalid.predicted["errors"] and "needs flash attention" in invalid.predicted["errors"][0]
+    assert fine.outcome == "ran" and sweep.state == "succeeded"
+
+    missing = create_sweep(demo_host, "no-such-model.gguf", ["-c 512"], sweep.params)
+    missing = wait_sweep(missing)
+    assert missing.state == "failed" and "does not exist" in missing.error
+    assert missing.configs.get().outcome == "cancelled"
+
+
+def test_cancelling_mid_sweep_leaves_no_llama_server_behind(demo_host, worker):  # noqa: F811
+    staff = User.objects.create_user("ops", password="a-long-test-password", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    params = {
+        "prompt_tokens": 50,
+        "n_predict": 400,
+        "concurrencies": [1],
+        "requests": 40,
+        "repeats": 1,
+        "timeout_s": 60,
+    }
+    sweep = create_sweep(demo_host, demo_sweep.DEMO_MODEL, ["-c 2048 -np 1", "-c 1024 -np 1"], params)
+    deadline = time.monotonic() + 120
+    while not Job.objects.filter(sweep_config__sweep=sweep, n_done__gte=1).exists():
+        assert time.monotonic() < deadline, "the sweep never got going"
+        time.sleep(0.2)
+    assert servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL)
+    assert client.post(reverse("sweep-cancel", args=[sweep.pk])).status_code == 302
+    sweep = wait_sweep(sweep)
+    assert sweep.state == "cancelled"
+    first, second = sweep.configs.order_by("position")
+    assert first.outcome == "cancelled" and second.outcome == "cancelled"
+    assert 1 <= Job.objects.get(sweep_config=first).n_done < 40
+    assert servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL) == []
+
+
+def test_a_killed_worker_takes_its_llama_server_with_it(demo_host, broker):  # noqa: F811
+    victim = start_worker(broker, f"sweep-victim-{os.getpid()}@test")
+    try:
+        params = {
+            "prompt_tokens": 50,
+            "n_predict": 400,
+            "concurrencies": [1],
+            "requests": 40,
+            "repeats": 1,
+            "timeout_s": 60,
+        }
+        sweep = create_sweep(demo_host, demo_sweep.DEMO_MODEL, ["-c 2048 -np 1"], params)
+        deadline = time.monotonic() + 120
+        while not Job.objects.filter(sweep_config__sweep=sweep, n_done__gte=1).exists():
+            assert time.monotonic() < deadline, "the sweep never got going"
+            time.sleep(0.2)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+    deadline = time.monotonic() + 10
+    while servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL) == []
