@@ -8,6 +8,7 @@ tools/server/server-context.cpp). Figures are printed in MiB with two decimals.
 from __future__ import annotations
 
 import re
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,12 +34,10 @@ MODEL_BUFFER_RE = re.compile(_PREFIX + r"load_tensors:\s+(\S+) model buffer size
 COMPUTE_BUFFER_RE = re.compile(_PREFIX + r"sched_reserve:\s+(\S+) compute buffer size =" + _NUM + " MiB$", re.M)
 
 
-def mib(value_bytes: int | float) -> str:
-    """Bytes as llama.cpp prints MiB: a 32-bit float, two decimals."""
-    import struct
-
-    as_float32 = struct.unpack("f", struct.pack("f", value_bytes / MiB))[0]
-    return f"{as_float32:.2f}"
+def mib(n_bytes: int) -> str:
+    """The server's "%.2f" of (float)bytes / (1024.0f * 1024.0f): float32 rounding, then exact."""
+    as_float = struct.unpack("<f", struct.pack("<f", float(n_bytes)))[0]
+    return f"{as_float / MiB:.2f}"
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,6 @@ Run: pytest sizing/tests/test_oracle_llama_server.py -m llama_server
 
 from __future__ import annotations
 
-import re
-import struct
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,6 +24,7 @@ import pytest
 from sizing.gguf import read_gguf_head
 from sizing.hparams import ModelParams, model_params
 from sizing.kv import KVLayout, ServerFlags, kv_layout
+from sizing.server_log import CONTEXT_RE, KV_RE, RECURRENT_RE, SLOTS_RE, KVLine, mib
 
 pytestmark = pytest.mark.llama_server
 
@@ -73,24 +72,6 @@ def server_flags(args: list[str]) -> ServerFlags:
     return ServerFlags(**kw)  # type: ignore[arg-type]
 
 
-def mib(n_bytes: int) -> str:
-    """The server's "%.2f" of (float)bytes / (1024.0f * 1024.0f): float32 rounding, then exact."""
-    as_float = struct.unpack("<f", struct.pack("<f", float(n_bytes)))[0]
-    return f"{as_float / (1024 * 1024):.2f}"
-
-
-class KVLine(NamedTuple):
-    size_mib: str
-    cells: int
-    layers: int
-    n_seq_max: int
-    n_stream: int
-    type_k: str
-    k_mib: str
-    type_v: str
-    v_mib: str
-
-
 class RecurrentLine(NamedTuple):
     size_mib: str
     cells: int
@@ -100,26 +81,6 @@ class RecurrentLine(NamedTuple):
     r_mib: str
     s_mib: str
     p_mib: str
-
-
-# common/log.cpp prefixes each line with "M.ss.mmm.uuu " (timestamps) and "I " / "W " / ... (level)
-_PREFIX = r"^(?:\d+\.\d\d\.\d{3}\.\d{3} )?(?:[IWED] )?"
-_NUM = r"\s*(\d+\.\d\d)"
-KV_RE = re.compile(
-    rf"{_PREFIX}llama_kv_cache: size ={_NUM} MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\), "
-    rf"K \((\w+)\):{_NUM} MiB, V \((\w+)\):{_NUM} MiB$",
-    re.M,
-)
-RECURRENT_RE = re.compile(
-    rf"{_PREFIX}llama_memory_recurrent: size ={_NUM} MiB "
-    r"\(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+) seqs\s+(\d+) rs_seq\), "
-    rf"R \(f32\):{_NUM} MiB, S \(f32\):{_NUM} MiB, P \(f32\):{_NUM} MiB$",
-    re.M,
-)
-CONTEXT_RE = re.compile(_PREFIX + r"llama_context: (n_seq_max|n_ctx|n_ctx_seq|kv_unified)\s+= (\S+)$", re.M)
-SLOTS_RE = re.compile(
-    _PREFIX + r"srv\s+load_model: initializing, n_slots = (\d+), n_ctx_slot = (\d+), kv_unified = '(true|false)'$", re.M
-)
 
 
 def parse_kv(log: str) -> list[KVLine]:
