@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (real log lines are long)
 from sizing.server_log import mib, read_server_log
 
 LOG = """\
