@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import statistics
 from urllib.parse import urlencode
 
 from django.conf import settings
@@ -24,12 +25,12 @@ from .cmdline import to_command
 from .forms import GgufUploadForm, SizingForm, flags_from_run
 from .gguf import GGUFError, read_gguf_head
 from .hparams import ModelSpecError, model_params
-from .kv import FORMULA_VERSION
+from .kv import FORMULA_VERSION, ServerFlags
 from .memory import ESTIMATE_FORMULA
 from .models import GgufHead, SizingSnapshot
 from .recommend import RANKING
 from .render import text_report
-from .report import as_json, size
+from .report import Sizing, as_json, size
 
 
 def _normalized(name: str) -> str:
@@ -78,6 +79,8 @@ def size_page(request: HttpRequest) -> HttpResponse:
                 inputs=inputs,
                 result=result,
                 history=_history(inputs),
+                calibration=calibration(inputs.model.name, inputs.flags, result.plan.compute_estimate),
+                verify_url=_verify_url(result),
                 query=request.GET.urlencode(),
                 command_line=" ".join(to_command(inputs.flags, inputs.model_path)),
             )
@@ -131,6 +134,30 @@ def upload_gguf_checked(request: HttpRequest) -> HttpResponse:
         uploaded_by=request.user,
     )
     return redirect(f"{reverse('sizing')}?{urlencode({'source': 'gguf', 'gguf': stored.pk})}")
+
+
+def calibration(model_name: str, flags: ServerFlags, compute_estimate: int) -> dict[str, object]:
+    """What launched servers reported for this model: the exact flags if measured, else a
+    correction of the compute-buffer estimate (the median reported/estimated ratio)."""
+    from benchmarks.models import CalibrationPoint
+    from benchmarks.sweeping import flags_key
+
+    points = list(CalibrationPoint.objects.filter(model_name=model_name).order_by("-created_at")[:200])
+    exact = next((p for p in points if p.flags_key == flags_key(flags)), None)
+    ratios = [p.reported_compute_mib * 1048576 / p.predicted_compute_bytes for p in points if p.predicted_compute_bytes]
+    ratio = statistics.median(ratios) if ratios else None
+    return {
+        "exact": exact,
+        "n": len(ratios),
+        "ratio": ratio,
+        "calibrated_compute": int(compute_estimate * ratio) if ratio else None,
+    }
+
+
+def _verify_url(result: Sizing) -> str:
+    """The sweep form, prefilled with the recommendations' flags."""
+    flags = [" ".join(r.command[3:]) for r in result.recommendations[:5]]  # without "llama-server -m MODEL"
+    return f"{reverse('sweep-new')}?{urlencode([('flags', f) for f in flags])}" if flags else ""
 
 
 def _page_context(form: SizingForm) -> dict[str, object]:

@@ -162,3 +162,41 @@ def test_uploads_need_a_login(client):
     response = client.post(reverse("sizing-gguf"), {"head": SimpleUploadedFile("x.gguf", b"GGUF")})
     assert response.status_code == 302 and GgufHead.objects.count() == 0
     assert client.get(reverse("sizing-gguf")).status_code in (302, 405)
+
+
+def test_past_server_reports_calibrate_the_compute_estimate_and_mark_measured_flags(client):
+    from benchmarks.models import CalibrationPoint
+    from benchmarks.sweeping import flags_key
+    from sizing.kv import ServerFlags
+
+    query = {"model": "llama-3.1-8b", "ctx_size": 4096, "parallel": 1}
+    before = text(client.get(reverse("sizing"), query))
+    assert "calibrated" not in before and ">measured<" not in before
+    from sizing import catalogue
+
+    name = catalogue.models()["llama-3.1-8b"].metadata.get("general.name", "llama")
+    estimate = 10 * 1024 * 1024
+    CalibrationPoint.objects.create(
+        model_name=name,
+        arch="llama",
+        flags_key=flags_key(ServerFlags(ctx_size=4096, parallel=1)),
+        predicted_kv_bytes=512 * 1024 * 1024,
+        reported_kv_mib=512.0,
+        predicted_compute_bytes=estimate,
+        reported_compute_mib=20.0,
+        reported_model_mib=4685.3,
+    )
+    page = text(client.get(reverse("sizing"), query))
+    assert 'class="badge">measured<' in page and "reported KV 512.00 MiB" in page
+    assert 'class="badge">calibrated<' in page and "the estimate × 2.00" in page
+
+
+def test_staff_can_verify_recommendations_with_a_sweep(client, db):
+    from django.contrib.auth.models import User
+
+    staff = User.objects.create_user("ops", password="a-long-test-password", is_staff=True)
+    client.force_login(staff)
+    page = client.get(reverse("sizing"), DEMO_QUERY).content.decode()
+    link = re.search(r'href="(/sweeps/new/\?[^"]+)"', page).group(1)
+    form = client.get(link.replace("&amp;", "&")).content.decode()
+    assert "-c 18432 -np 3" in form
