@@ -11,6 +11,7 @@ run: setup
 
 test: setup $(VENV)/.dev-installed
 	scripts/ensure-redis.sh
+	scripts/ensure-chromium.sh
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
@@ -28,6 +29,7 @@ setup: $(VENV)/.installed
 bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/import_speed.py
 	$(BIN)/python bench/run_list_speed.py
+	$(BIN)/python bench/chart_speed.py
 	$(BIN)/python bench/client_speed.py
 
 lint: $(VENV)/.dev-installed

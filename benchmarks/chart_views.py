@@ -178,7 +178,7 @@ def compare_chart(request: HttpRequest) -> HttpResponse:
 
 class LoadCurveForm(forms.Form):
     model = forms.ChoiceField(required=False)
-    gpu = forms.CharField(required=False, max_length=200)
+    gpu = forms.CharField(label="GPU", required=False, max_length=200)
     label = forms.CharField(required=False, max_length=200)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -215,7 +215,8 @@ def load_curve(request: HttpRequest) -> HttpResponse:
     if download:
         return download
     figure, knee = charts.load_curve(points) if len(points) >= 2 else (None, None)
-    context.update(figure=figure, knee=knee, points=points)
+    measured = any(p["throughput"] is not None for p in points)
+    context.update(figure=figure, knee=knee, points=points, throughput_measured=measured)
     return _render(request, "charts/load_curve.html", context)
 
 

@@ -235,15 +235,12 @@ def load_curve(
             "x": xs,
             "y": [_round(p["tok_s"]) for p in points],
         },
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": "TTFT p95 (s)",
-            "x": xs,
-            "y": [_round(p["ttft_p95"]) for p in points],
-            "yaxis": "y2",
-        },
     ]
+    ttft = [_round(p["ttft_p95"]) for p in points]
+    if any(v is not None for v in ttft):  # no right-hand axis of arbitrary ticks when nothing was timed
+        traces.append(
+            {"type": "scatter", "mode": "lines+markers", "name": "TTFT p95 (s)", "x": xs, "y": ttft, "yaxis": "y2"}
+        )
     layout: dict[str, Any] = {
         "xaxis": {"title": {"text": "concurrency"}, "type": "log" if xs and max(xs) > 16 else "linear"},
         "yaxis": {"title": {"text": "tok/s"}, "rangemode": "tozero"},

@@ -34,17 +34,23 @@
       }
       if (el.dataset.rangeParams !== undefined) {
         // Zooming writes the visible range into the URL, so a copied link shows the same view.
+        // The form's hidden x0/x1 inputs follow too, so the next filter change keeps the zoom.
         el.on("plotly_relayout", function (change) {
           var url = new URL(window.location);
+          var x0 = "", x1 = "";
           if (change["xaxis.range[0]"]) {
-            url.searchParams.set("x0", String(change["xaxis.range[0]"]).slice(0, 19));
-            url.searchParams.set("x1", String(change["xaxis.range[1]"]).slice(0, 19));
+            x0 = String(change["xaxis.range[0]"]).slice(0, 19);
+            x1 = String(change["xaxis.range[1]"]).slice(0, 19);
+            url.searchParams.set("x0", x0);
+            url.searchParams.set("x1", x1);
           } else if (change["xaxis.autorange"]) {
             url.searchParams.delete("x0");
             url.searchParams.delete("x1");
           } else {
             return;
           }
+          var form = el.closest("[id=chart]") && el.closest("[id=chart]").querySelector("form");
+          if (form && form.elements.x0) { form.elements.x0.value = x0; form.elements.x1.value = x1; }
           window.history.replaceState(null, "", url);
         });
       }
