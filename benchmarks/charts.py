@@ -181,13 +181,17 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
         if ok and tok_s is not None and run_id in per_run:
             per_run[run_id].append(tok_s)
     for run, name in zip(runs, names, strict=True):
+        values = per_run[run["pk"]]
         traces.append(
             {
                 "type": "box",
                 "name": name,
-                "y": per_run[run["pk"]],
+                "x": [name] * len(values),
+                "y": values,
                 "boxpoints": "all",
-                "jitter": 0.4,
+                "pointpos": 0,
+                "jitter": 0.3,
+                "line": {"width": 1},
                 "xaxis": f"x{panels + 1}",
                 "yaxis": f"y{panels + 1}",
                 "showlegend": False,
@@ -204,7 +208,13 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
         layout[f"yaxis{i}"] = {"title": {"text": METRICS[key].label}, "rangemode": "tozero"}
         layout[f"xaxis{i}"] = {"tickangle": -30}
     box_axis = panels + 1
-    layout[f"xaxis{box_axis}"] = {"domain": [0, 1], "anchor": f"y{box_axis}"}
+    layout[f"xaxis{box_axis}"] = {
+        "domain": [0, 1],
+        "anchor": f"y{box_axis}",
+        "type": "category",
+        "categoryorder": "array",
+        "categoryarray": names,  # a failed run keeps its (empty) place
+    }
     layout[f"yaxis{box_axis}"] = {"domain": [0, 0.42], "title": {"text": "per-request decode tok/s (ok requests)"}}
     for i in range(1, panels + 1):
         layout[f"yaxis{i}"]["domain"] = [0.58, 1]
