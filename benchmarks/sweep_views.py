@@ -61,7 +61,16 @@ class SweepForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 5}),
         help_text="one flag set per line, e.g. -c 16384 -np 3 --no-kv-unified (the model and port are kvlab's)",
     )
-    prompt_tokens = forms.IntegerField(min_value=1, max_value=1_048_576, initial=300, help_text="synthetic prompt")
+    prompt_tokens = forms.IntegerField(
+        min_value=1,
+        max_value=1_048_576,
+        initial=300,
+        required=False,
+        help_text="a synthetic prompt of this many tokens",
+    )
+    prompt_text = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), max_length=2_000_000, help_text="or a real prompt"
+    )
     n_predict = forms.IntegerField(min_value=1, max_value=1_048_576, initial=300, label="output tokens")
     concurrencies = forms.CharField(initial="3", help_text="a list turns each flag set into a load curve: 1,2,4,8")
     requests = forms.IntegerField(min_value=1, max_value=10_000, initial=3)
@@ -86,6 +95,8 @@ class SweepForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        if not data.get("prompt_tokens") and not (data.get("prompt_text") or "").strip():
+            raise forms.ValidationError("Give a synthetic prompt length or paste a real prompt.")
         if data.get("host") and data.get("model_file"):
             try:
                 launcher.model_path(data["host"], data["model_file"])
@@ -95,8 +106,13 @@ class SweepForm(forms.Form):
 
     def params(self) -> dict[str, Any]:
         d = self.cleaned_data
+        prompt: dict[str, Any] = (
+            {"prompts": [d["prompt_text"]]}
+            if (d.get("prompt_text") or "").strip()
+            else {"prompt_tokens": d["prompt_tokens"]}
+        )
         return {
-            "prompt_tokens": d["prompt_tokens"],
+            **prompt,
             "n_predict": d["n_predict"],
             "concurrencies": d["concurrencies"],
             "requests": d["requests"],

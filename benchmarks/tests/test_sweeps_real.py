@@ -143,3 +143,17 @@ def test_a_killed_worker_takes_its_llama_server_with_it(demo_host, broker):  # n
     while servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL) == []
+
+
+def test_the_demo_sweep_runs_from_the_browser(demo_host, worker):  # noqa: F811
+    staff = User.objects.create_user("ops", password="a-long-test-password", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+    response = client.post(reverse("sweep-demo"))
+    assert response.status_code == 302
+    sweep = wait_sweep(Sweep.objects.get())
+    assert sweep.state == "succeeded"
+    page = client.get(response.url).content.decode()
+    assert page.count('<strong class="ok">best</strong>') == 1
+    assert "all in-flight requests will fail together with HTTP 500" in page  # predicted for the default flags
+    assert "0 / 3" in page and "3 / 3" in page
