@@ -14,8 +14,8 @@ from typing import Any
 
 import plotly
 from django import forms
-from django.db.models import Avg, Count, F, FloatField, Q, QuerySet
-from django.db.models.functions import Cast, NullIf, TruncDate
+from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Window
+from django.db.models.functions import Cast, NullIf, RowNumber, TruncDate
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -25,7 +25,7 @@ from . import charts
 from .forms import RunFilterForm
 from .models import RequestResult, Run
 
-MAX_TIMELINE_POINTS = 20_000
+MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 VALUE_FIELDS = (
     "pk",
@@ -247,17 +247,25 @@ def regressions(request: HttpRequest) -> HttpResponse:
         return render(request, "charts/regressions.html", context, status=400)
     grouping = form.cleaned_data.get("group") or "label"
     fields = charts.GROUPINGS[grouping][1]
+    window = form.cleaned_data.get("window") or 10
     columns = [m.column for m in charts.METRICS.values()]
-    rows = list(
-        with_success_rate(Run.objects.exclude(started_at=None))
-        .order_by("started_at", "id")
-        .values("pk", "key", *{*fields, "ctx_size", "parallel", "kv_unified", "cache_type_k", "cache_type_v"}, *columns)
+    # Only the latest window + 1 runs of each group matter: rank them in SQL.
+    ranked = with_success_rate(Run.objects.exclude(started_at=None)).annotate(
+        rank=Window(RowNumber(), partition_by=[F(f) for f in fields], order_by=[F("started_at").desc(), F("id").desc()])
     )
+    rows = list(
+        ranked.filter(rank__lte=window + 1).values(
+            "pk",
+            "key",
+            "started_at",
+            *{*fields, "ctx_size", "parallel", "kv_unified", "cache_type_k", "cache_type_v"},
+            *columns,
+        )
+    )
+    rows.sort(key=lambda r: (r["started_at"], r["pk"]))
     for row in rows:
         row["group"] = charts.group_name(row, grouping)
-    found = charts.regressions(
-        rows, list(charts.METRICS.values()), form.thresholds(), window=form.cleaned_data.get("window") or 10
-    )
+    found = charts.regressions(rows, list(charts.METRICS.values()), form.thresholds(), window=window)
     context.update(found=found, grouping=grouping, n_groups=len({r["group"] for r in rows}))
     return render(request, "charts/regressions.html", context)
 

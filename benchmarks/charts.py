@@ -72,24 +72,32 @@ def _describe_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str
 
 
 def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -> dict[str, Any]:
-    """One line per group over time; failed runs as red crosses; configuration changes marked."""
+    """One line per group over time; failed runs as red crosses; configuration changes marked.
+
+    Kept compact for large histories: per point only time (seconds, UTC), value, run id,
+    "ok/total" and an index into the trace's table of configurations; charts.js expands
+    the hover text in the browser.
+    """
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(group_name(row, grouping), []).append(row)
     traces: list[dict[str, Any]] = []
-    fail_x, fail_y, fail_ids, fail_text = [], [], [], []
+    fail_x, fail_ids, fail_text = [], [], []
     change_x, change_y, change_ids, change_text = [], [], [], []
     for name, points in groups.items():
-        xs, ys, ids, texts = [], [], [], []
+        xs, ys, ids, outcomes, config_index = [], [], [], [], []
+        configs: dict[str, int] = {}
         previous = None
         for row in points:
             failed = row["n_requests"] > 0 and row["n_ok"] == 0
             value = None if failed else _round(row["value"])
-            when = row["started_at"].isoformat() if isinstance(row["started_at"], datetime) else row["started_at"]
+            when = _when(row["started_at"])
+            config = group_name(row, "config")
             xs.append(when)
             ys.append(value)
             ids.append(row["pk"])
-            texts.append(f"{row['key']} · {row['n_ok']}/{row['n_requests']} ok · {group_name(row, 'config')}")
+            outcomes.append(f"{row['n_ok']}/{row['n_requests']}")
+            config_index.append(configs.setdefault(config, len(configs)))
             if failed:
                 fail_x.append(when)
                 fail_ids.append(row["pk"])
@@ -108,7 +116,7 @@ def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -
                 "x": xs,
                 "y": ys,
                 "customdata": ids,
-                "text": texts,
+                "hovertext_parts": {"outcome": outcomes, "config": config_index, "configs": list(configs)},
                 "hovertemplate": "%{text}<br>%{y}<extra>%{fullData.name}</extra>",
                 "connectgaps": False,
             }
@@ -116,8 +124,7 @@ def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -
     values = [y for t in traces for y in t["y"] if y is not None]
     floor = min(values) if values else 0
     if fail_x:
-        fail_y = [floor] * len(fail_x)
-        traces.append(_markers("failed runs", fail_x, fail_y, fail_ids, fail_text, "x", FAIL_COLOR))
+        traces.append(_markers("failed runs", fail_x, [floor] * len(fail_x), fail_ids, fail_text, "x", FAIL_COLOR))
     if change_x:
         change_y = [y if y is not None else floor for y in change_y]
         traces.append(
@@ -131,6 +138,10 @@ def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -
         "legend": {"orientation": "h"},
     }
     return {"data": traces, "layout": layout}
+
+
+def _when(value: datetime | str) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%S") if isinstance(value, datetime) else value
 
 
 def _markers(

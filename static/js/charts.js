@@ -5,6 +5,15 @@
       var source = document.getElementById(el.dataset.figure);
       if (!source) return;
       var figure = JSON.parse(source.textContent);
+      figure.data.forEach(function (trace) {
+        // Compact hover parts from the server: "ok/total ok · configuration" per point.
+        var parts = trace.hovertext_parts;
+        if (!parts) return;
+        trace.text = parts.outcome.map(function (outcome, i) {
+          return outcome + " ok · " + parts.configs[parts.config[i]];
+        });
+        delete trace.hovertext_parts;
+      });
       Plotly.react(el, figure.data, figure.layout, {
         responsive: true,
         displaylogo: false,
