@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := data/demo/bench_results.jsonl
 
-.PHONY: run test test-oracle setup bench lint format user check-python
+.PHONY: run test test-postgres test-oracle setup bench lint format user check-python
 
 run: setup
 	scripts/run.sh
@@ -17,6 +17,12 @@ test: setup $(VENV)/.dev-installed
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/mypy
 	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/pytest
+
+# The same suite on PostgreSQL (Debian's postgresql, started and given a kvlab role).
+test-postgres: setup $(VENV)/.dev-installed
+	scripts/ensure-redis.sh
+	scripts/ensure-chromium.sh
+	DATABASE_URL="$$(scripts/ensure-postgres.sh)" KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/pytest
 
 # The oracle tests alone: kvlab's KV predictions against a real llama-server's log.
 test-oracle: setup $(VENV)/.dev-installed

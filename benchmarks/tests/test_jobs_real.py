@@ -66,11 +66,19 @@ def live_llama_server(binary: Path, model: Path, flags: list[str]) -> Iterator[s
                 proc.wait()
 
 
+def database_url_for_workers() -> str:
+    """The test database, for worker processes: they must see what the tests write."""
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 def start_worker(redis_url: str, hostname: str) -> subprocess.Popen:
     env = {
         **os.environ,
         "KVLAB_REDIS_URL": redis_url,
-        "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+        "DATABASE_URL": database_url_for_workers(),
         "KVLAB_JOB_HEARTBEAT_S": "1",
     }
     proc = subprocess.Popen(
