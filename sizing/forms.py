@@ -17,6 +17,7 @@ from .ggml_types import KV_CACHE_TYPES
 from .hparams import ModelParams, ModelSpecError, model_params
 from .kv import MAX_CTX, MAX_PARALLEL, ServerFlags
 from .models import GgufHead
+from .report import Sizing, size
 from .workload import Workload
 
 MAX_PARAMS_CHARS = 200_000
@@ -35,6 +36,17 @@ class SizingInputs:
     gpu_label: str
     workload: Workload | None
     catalogue_id: str = ""
+
+    def size(self) -> Sizing:
+        return size(
+            self.model,
+            self.flags,
+            workload=self.workload,
+            gpu_mib=self.gpu_mib,
+            weights_bytes=self.weights_bytes,
+            weights_source=self.weights_source,
+            model_path=self.model_path,
+        )
 
 
 def _choices(items: dict[str, Any], label: str) -> list[tuple[str, str]]:

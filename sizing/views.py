@@ -30,7 +30,7 @@ from .memory import ESTIMATE_FORMULA
 from .models import GgufHead, SizingSnapshot
 from .recommend import RANKING
 from .render import text_report
-from .report import Sizing, as_json, size
+from .report import Sizing, as_json
 
 
 def _normalized(name: str) -> str:
@@ -66,15 +66,7 @@ def size_page(request: HttpRequest) -> HttpResponse:
     if form.is_bound:
         if form.is_valid() and form.inputs is not None:
             inputs = form.inputs
-            result = size(
-                inputs.model,
-                inputs.flags,
-                workload=inputs.workload,
-                gpu_mib=inputs.gpu_mib,
-                weights_bytes=inputs.weights_bytes,
-                weights_source=inputs.weights_source,
-                model_path=inputs.model_path,
-            )
+            result = inputs.size()
             context.update(
                 inputs=inputs,
                 result=result,
@@ -183,15 +175,7 @@ def share(request: HttpRequest) -> HttpResponse:
     if not form.is_valid() or form.inputs is None:
         return render(request, "sizing/size.html", _page_context(form), status=400)
     inputs = form.inputs
-    result = size(
-        inputs.model,
-        inputs.flags,
-        workload=inputs.workload,
-        gpu_mib=inputs.gpu_mib,
-        weights_bytes=inputs.weights_bytes,
-        weights_source=inputs.weights_source,
-        model_path=inputs.model_path,
-    )
+    result = inputs.size()
     title = inputs.model_label + (f" on {inputs.gpu_label}" if inputs.gpu_label else "")
     snapshot = SizingSnapshot.objects.create(
         inputs=dict(QueryDict(query).lists()),

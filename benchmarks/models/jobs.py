@@ -45,13 +45,18 @@ class Server(models.Model):
         return self.queue or settings.CELERY_TASK_DEFAULT_QUEUE
 
 
+class WorkState(models.TextChoices):
+    """The life of a job or a sweep."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 class Job(models.Model):
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+    State = WorkState
 
     FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 

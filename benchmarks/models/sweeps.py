@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from .jobs import WorkState
+
 
 class LaunchHost(models.Model):
     """A machine where a worker may start llama-server: what it may run, and where."""
@@ -37,12 +39,7 @@ class LaunchHost(models.Model):
 
 
 class Sweep(models.Model):
-    class State(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+    State = WorkState
 
     FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
 
