@@ -57,6 +57,10 @@ def local_secret_key() -> str:
 
 
 DEBUG = env_bool("KVLAB_DEBUG", False)
+# Production: behind TLS, a secret from the environment, hardened cookies and headers.
+PRODUCTION = env_bool("KVLAB_PRODUCTION", False)
+if PRODUCTION and not os.environ.get("KVLAB_SECRET_KEY"):
+    raise ImproperlyConfigured("KVLAB_PRODUCTION=1 needs KVLAB_SECRET_KEY (50+ random characters) in the environment")
 SECRET_KEY = os.environ.get("KVLAB_SECRET_KEY") or local_secret_key()
 ALLOWED_HOSTS = env_list("KVLAB_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("KVLAB_CSRF_TRUSTED_ORIGINS", "")
@@ -147,6 +151,21 @@ WHITENOISE_USE_FINDERS = True
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = env_bool("KVLAB_SSL_REDIRECT", True)
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")  # TLS ends at the proxy
+    SECURE_HSTS_SECONDS = env_int("KVLAB_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("KVLAB_HSTS_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("KVLAB_HSTS_PRELOAD", True)
+    WHITENOISE_USE_FINDERS = False  # collectstatic has run: serve the hashed, compressed copies
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
 
 # Celery on Redis.
 CELERY_BROKER_URL = os.environ.get("KVLAB_REDIS_URL", "redis://127.0.0.1:6379/0")
