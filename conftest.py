@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import shutil
 import socket
 import subprocess
@@ -82,3 +83,34 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield f"redis://127.0.0.1:{port}/0"
     proc.terminate()
     proc.wait(timeout=10)
+
+
+class NetworkGuardError(RuntimeError):
+    """A test tried to open a connection outside loopback."""
+
+
+def _check_loopback(family: int, address: Any) -> None:
+    if family not in (socket.AF_INET, socket.AF_INET6):
+        return  # Unix sockets stay on this machine
+    ip = ipaddress.ip_address(address[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    if not ip.is_loopback:
+        raise NetworkGuardError(f"a test tried to connect to {address[0]}: tests may only reach loopback")
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test: a Python socket may only connect to loopback (127.0.0.0/8, ::1)."""
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def connect(self: socket.socket, address: Any) -> None:
+        _check_loopback(self.family, address)
+        return real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        _check_loopback(self.family, address)
+        return real_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
