@@ -76,3 +76,24 @@ def test_an_import_killed_midway_stores_nothing_of_it(tmp_path):
         assert Run.objects.count() in (0, 3000)
         Run.objects.all().delete()
         FileImport.objects.all().delete()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_writers_in_several_processes_and_a_reader_never_see_a_locked_database(tmp_path, client):
+    files = []
+    for k in range(4):
+        path = tmp_path / f"part-{k}.jsonl"
+        with path.open("wb") as fh:
+            for r in range(150):
+                for i in range(10):
+                    fh.write(orjson.dumps(flat(run=f"p{k}-{r}", tok_s=float(i))) + b"\n")
+        files.append(path)
+    procs = [manage("import_bench", str(path)) for path in files]
+    pages = 0
+    while any(p.poll() is None for p in procs):
+        assert client.get(reverse("run-list")).status_code == 200  # the web keeps reading meanwhile
+        pages += 1
+    outputs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], outputs
+    assert not any("database is locked" in err for _, err in outputs)
+    assert Run.objects.count() == 600 and RequestResult.objects.count() == 6000 and pages > 0
