@@ -77,7 +77,10 @@ class FixedResolver(AbstractResolver):
 def session_for(
     target: Target, *, limit: int, api_key: str = "", timeout: aiohttp.ClientTimeout | None = None
 ) -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(resolver=FixedResolver(target), limit=limit, force_close=False)
+    # A fresh connection per request: llama-server (cpp-httplib) closes a keep-alive
+    # connection after a number of requests, and a request written to such a connection
+    # fails ("Can not write request body") through no fault of the server under test.
+    connector = aiohttp.TCPConnector(resolver=FixedResolver(target), limit=limit, force_close=True)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     return aiohttp.ClientSession(
         connector=connector,
