@@ -164,7 +164,7 @@ class Tab:
         def change(page: Page) -> dict[str, str]:
             old_chart = page.locator("#chart").element_handle()
             with page.expect_response(lambda r: f"{name}={value}" in r.url) as swap:
-                page.select_option(f"#chart form select[name={name}]", value)
+                page.select_option(f"#chart-form select[name={name}]", value)
             page.wait_for_function("old => !old.isConnected", arg=old_chart)
             return swap.value.request.headers
 

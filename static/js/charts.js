@@ -58,7 +58,7 @@
           } else {
             return;
           }
-          var form = el.closest("[id=chart]") && el.closest("[id=chart]").querySelector("form");
+          var form = document.getElementById("chart-form");
           if (form && form.elements.x0) { form.elements.x0.value = x0; form.elements.x1.value = x1; }
           window.history.replaceState(null, "", url);
         });
