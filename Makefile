@@ -37,6 +37,7 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/run_list_speed.py
 	$(BIN)/python bench/chart_speed.py
 	$(BIN)/python bench/client_speed.py
+	$(BIN)/python bench/load_test.py
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
