@@ -121,6 +121,11 @@ def make_run(rng: random.Random, index: int, first: datetime) -> dict[str, Any]:
         "effective_wall_s": wall,
         "effective_wall_source": "" if wall is None else ("reported" if reported_wall is not None else "derived"),
         "throughput_tok_s": round(output_total / wall, 3) if output_total is not None and wall else None,
+        "ttft_p50": round(rng.uniform(0.05, 2.0), 3) if n_ok else None,
+        "ttft_p95": round(rng.uniform(2.0, 8.0), 3) if n_ok else None,
+        "e2e_p95": round(rng.uniform(5.0, 120.0), 3) if n_ok else None,
+        "job_id": None,
+        "server_props": None,
     }
 
 
