@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from . import charts
-from .forms import RunFilterForm
+from .forms import CompareForm, RunFilterForm
 from .models import RequestResult, Run
 
 MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
@@ -139,24 +139,9 @@ def _flat(row: dict[str, Any], metric: charts.Metric) -> dict[str, Any]:
     return flat
 
 
-class CompareChartForm(forms.Form):
-    run = forms.TypedMultipleChoiceField(coerce=int, required=True)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        ids = self.data.getlist("run") if hasattr(self.data, "getlist") else []
-        self.fields["run"].choices = [(i, i) for i in ids]
-
-    def clean_run(self) -> list[int]:
-        ids = list(dict.fromkeys(self.cleaned_data["run"]))
-        if not 2 <= len(ids) <= 12:
-            raise forms.ValidationError("Select 2 to 12 runs to compare.")
-        return ids
-
-
 @require_GET
 def compare_chart(request: HttpRequest) -> HttpResponse:
-    form = CompareChartForm(request.GET)
+    form = CompareForm(request.GET)
     context: dict[str, Any] = {"form": form, "page_title": "Compare"}
     if not form.is_valid():
         return _render(request, "charts/compare.html", context, status=400)
