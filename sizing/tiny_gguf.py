@@ -78,6 +78,12 @@ class _Model:
         if output:
             self.tensor("output.weight", (n_embd, N_VOCAB))
 
+    def attention(self, i: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int) -> None:
+        self.tensor(f"blk.{i}.attn_q.weight", (n_embd, n_head * head_dim))
+        self.tensor(f"blk.{i}.attn_k.weight", (n_embd, n_head_kv * head_dim))
+        self.tensor(f"blk.{i}.attn_v.weight", (n_embd, n_head_kv * head_dim))
+        self.tensor(f"blk.{i}.attn_output.weight", (n_head * head_dim, n_embd))
+
     def ffn(self, i: int, n_embd: int, n_ff: int) -> None:
         self.norm(f"blk.{i}.ffn_norm.weight", (n_embd,))
         self.tensor(f"blk.{i}.ffn_gate.weight", (n_embd, n_ff))
@@ -106,10 +112,7 @@ def write_llama(path: Path) -> Path:
     m.embeddings(n_embd)
     for i in range(n_layer):
         m.norm(f"blk.{i}.attn_norm.weight", (n_embd,))
-        m.tensor(f"blk.{i}.attn_q.weight", (n_embd, n_head * hd))
-        m.tensor(f"blk.{i}.attn_k.weight", (n_embd, n_head_kv * hd))
-        m.tensor(f"blk.{i}.attn_v.weight", (n_embd, n_head_kv * hd))
-        m.tensor(f"blk.{i}.attn_output.weight", (n_head * hd, n_embd))
+        m.attention(i, n_embd, n_head, n_head_kv, hd)
         m.ffn(i, n_embd, n_ff)
     return m.write()
 
@@ -129,10 +132,7 @@ def write_gemma3(path: Path) -> Path:
     m.embeddings(n_embd, output=False)  # gemma3 ties the output to token_embd
     for i in range(n_layer):
         m.norm(f"blk.{i}.attn_norm.weight", (n_embd,))
-        m.tensor(f"blk.{i}.attn_q.weight", (n_embd, n_head * hd))
-        m.tensor(f"blk.{i}.attn_k.weight", (n_embd, n_head_kv * hd))
-        m.tensor(f"blk.{i}.attn_v.weight", (n_embd, n_head_kv * hd))
-        m.tensor(f"blk.{i}.attn_output.weight", (n_head * hd, n_embd))
+        m.attention(i, n_embd, n_head, n_head_kv, hd)
         m.norm(f"blk.{i}.post_attention_norm.weight", (n_embd,))
         m.norm(f"blk.{i}.attn_q_norm.weight", (hd,))
         m.norm(f"blk.{i}.attn_k_norm.weight", (hd,))
@@ -241,10 +241,7 @@ def write_granitehybrid(path: Path) -> Path:
             m.norm(f"blk.{i}.ssm_norm.weight", (d_inner // n_group, n_group))
             m.tensor(f"blk.{i}.ssm_out.weight", (d_inner, n_embd))
         else:
-            m.tensor(f"blk.{i}.attn_q.weight", (n_embd, n_head * hd))
-            m.tensor(f"blk.{i}.attn_k.weight", (n_embd, kv * hd))
-            m.tensor(f"blk.{i}.attn_v.weight", (n_embd, kv * hd))
-            m.tensor(f"blk.{i}.attn_output.weight", (n_head * hd, n_embd))
+            m.attention(i, n_embd, n_head, kv, hd)
         m.ffn(i, n_embd, n_ff)
     return m.write()
 
