@@ -65,13 +65,11 @@ import gzip
 import hashlib
 import io
 import json
-import math
 import os
 import platform
 import pstats
 import random
 import re
-import socket
 import sqlite3
 import statistics
 import subprocess
@@ -156,14 +154,6 @@ REQUEST_COLUMNS = (  # the RequestResult columns this script writes, in order
     "content_hash",
     "occurrence",
 )
-
-
-def setup_django(var_dir: Path) -> None:
-    """Start Django on a scratch database the test client may reach, and migrate it."""
-    common.setup_django(var_dir, allowed_hosts="testserver,127.0.0.1,localhost")
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def make_labels(rng: random.Random, n: int = 30) -> list[dict[str, Any]]:
@@ -530,24 +520,6 @@ def bytes_by_key(traces: list[dict[str, Any]]) -> dict[str, int]:
 # --- the server-side measurement -------------------------------------------------------
 
 
-def nearest_rank(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
-
-
-def rerun_ms(sql: str, repeats: int = 3) -> float:
-    """One captured query again on the raw sqlite3 connection, every row fetched; best of repeats, in ms."""
-    from django.db import connection
-
-    raw = connection.connection
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        raw.execute(sql).fetchall()
-        best = min(best, time.perf_counter() - start)
-    return best * 1000
-
-
 def measure(client: Any, case: dict[str, Any], n: int) -> dict[str, Any]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -559,7 +531,7 @@ def measure(client: Any, case: dict[str, Any], n: int) -> dict[str, Any]:
         response = client.get(url, case["params"])
     queries = list(captured.captured_queries)
     held = check(case, response)
-    db_ms = sum(rerun_ms(q["sql"]) for q in queries)
+    db_ms = sum(common.rerun_ms(q["sql"]) for q in queries)
     times = []
     for _ in range(n):
         start = time.perf_counter()
@@ -570,7 +542,7 @@ def measure(client: Any, case: dict[str, Any], n: int) -> dict[str, Any]:
         **{k: v for k, v in case.items() if k != "params"},
         "query": {k: v for k, v in case["params"].items()},
         "median_ms": round(statistics.median(times), 1),
-        "p95_ms": round(nearest_rank(times, 95), 1),
+        "p95_ms": round(common.nearest_rank(times, 95), 1),
         "min_ms": round(min(times), 1),
         "queries": len(queries),
         "db_ms": round(db_ms, 1),
@@ -625,14 +597,8 @@ document.addEventListener("DOMContentLoaded", function () {
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(var_dir: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
-    port = free_port()
+    port = common.free_port()
     env = {
         **os.environ,
         "KVLAB_VAR_DIR": str(var_dir),
@@ -796,7 +762,7 @@ def main(argv: list[str] | None = None) -> int:
 
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kvlab-chart-bench-") as tmp:
-        setup_django(Path(tmp))
+        common.setup_migrated_django(Path(tmp))
         from django.db import connections
         from django.test import Client
 

@@ -1,8 +1,11 @@
-"""What the benchmark scripts share: Django set-up on a scratch database, and the
-value pools their synthetic runs are drawn from."""
+"""What the benchmark scripts share: Django set-up on a scratch database, the small
+measuring helpers, and the value pools their synthetic runs are drawn from."""
 
+import math
 import os
+import socket
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,6 +24,44 @@ def setup_django(var_dir: Path, allowed_hosts: str | None = None) -> None:
     import django
 
     django.setup()
+
+
+def setup_migrated_django(var_dir: Path) -> None:
+    """Start Django on a scratch database the test client may reach, and migrate it."""
+    setup_django(var_dir, allowed_hosts="testserver,127.0.0.1,localhost")
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def nearest_rank(values: list[float], pct: float) -> float:
+    """The pct-th percentile by the nearest-rank method (a value that was measured)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+
+
+def rerun_ms(sql: str, repeats: int = 3) -> float:
+    """Run one captured query again on the raw sqlite3 connection, fetching every row.
+
+    Django's query log times only execute(); SQLite does most of a query's work while
+    the rows are fetched, so the log under-reports. Best of `repeats`, in ms.
+    """
+    from django.db import connection
+
+    raw = connection.connection
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        raw.execute(sql).fetchall()
+        best = min(best, time.perf_counter() - start)
+    return best * 1000
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 MODELS = [

@@ -64,14 +64,12 @@ import argparse
 import asyncio
 import importlib.metadata
 import json
-import math
 import os
 import platform
 import random
 import re
 import runpy
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -84,6 +82,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import common  # bench/ is on sys.path when a script runs
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
 GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
@@ -94,11 +94,6 @@ BROWSE = ["home", "run list", "run page", "run list", "run page", "timeline", "c
 MAX_REQUESTS = 200_000  # per phase, over all users: a bound, far above what 20 s can serve
 REQUEST_TIMEOUT_S = 60.0
 ACCESS_STATUS_RE = re.compile(r'"[A-Z]+ \S+ HTTP/[\d.]+" (\d{3}) ')
-
-
-def nearest_rank(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
 
 
 # --- the fill (a child process: Django is set up once per engine) -----------------------
@@ -318,9 +313,9 @@ def load(base: str, plan_path: Path, users: int, warmup: float, duration: float,
         per_kind[kind] = {
             "requests": len(ms),
             "errors": sum(1 for e in timed["errors"] if kind in ("all", e["kind"])),
-            "p50_ms": round(nearest_rank(ms, 50), 1),
-            "p95_ms": round(nearest_rank(ms, 95), 1),
-            "p99_ms": round(nearest_rank(ms, 99), 1),
+            "p50_ms": round(common.nearest_rank(ms, 50), 1),
+            "p95_ms": round(common.nearest_rank(ms, 95), 1),
+            "p99_ms": round(common.nearest_rank(ms, 99), 1),
             "mean_ms": round(sum(ms) / len(ms), 1),
             "max_ms": round(max(ms), 1),
             "mean_bytes": round(sum(d[2] for d in done if kind in ("all", d[0])) / len(ms)),
@@ -356,12 +351,6 @@ def load(base: str, plan_path: Path, users: int, warmup: float, duration: float,
 
 
 # --- the orchestration ------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def postgres_url(given: str | None) -> str:
@@ -415,7 +404,7 @@ def children(pid: int) -> list[int]:
 
 
 def start_gunicorn(env: dict[str, str], workers: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+    port = common.free_port()
     env = {**env, "KVLAB_BIND": f"127.0.0.1:{port}", "KVLAB_WEB_WORKERS": str(workers)}
     with log.open("wb") as fh:
         proc = subprocess.Popen(

@@ -62,14 +62,6 @@ CTX_SIZES = [*common.CTX_SIZES, None]
 # --- the database ------------------------------------------------------------------
 
 
-def setup_django(var_dir: Path) -> None:
-    """Start Django on a scratch database the test client may reach, and migrate it."""
-    common.setup_django(var_dir, allowed_hosts="testserver,127.0.0.1,localhost")
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
 def make_run(rng: random.Random, index: int, first: datetime) -> dict[str, Any]:
     """One Run row (by attname) with aggregates that agree with each other."""
     gpu = rng.choice(list(GPUS))
@@ -241,28 +233,6 @@ def fetch(client: Any, url: str, case: dict[str, Any]) -> Any:
     return response
 
 
-def nearest_rank(values: list[float], pct: float) -> float:
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
-
-
-def rerun_ms(sql: str, repeats: int = 3) -> float:
-    """Run one captured query again on the raw sqlite3 connection, fetching every row.
-
-    Django's query log times only execute(); SQLite does most of a query's work while
-    the rows are fetched, so the log under-reports. Best of `repeats`, in ms.
-    """
-    from django.db import connection
-
-    raw = connection.connection
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        raw.execute(sql).fetchall()
-        best = min(best, time.perf_counter() - start)
-    return best * 1000
-
-
 def measure_case(client: Any, url: str, case: dict[str, Any], n: int) -> dict[str, Any]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
@@ -271,7 +241,7 @@ def measure_case(client: Any, url: str, case: dict[str, Any], n: int) -> dict[st
     with CaptureQueriesContext(connection) as captured:
         response = fetch(client, url, case)
     queries = list(captured.captured_queries)  # read now: the next request clears the log
-    sql = [{"ms": round(rerun_ms(q["sql"]), 2), "sql": q["sql"]} for q in queries]
+    sql = [{"ms": round(common.rerun_ms(q["sql"]), 2), "sql": q["sql"]} for q in queries]
     times = []
     for _ in range(n):
         start = time.perf_counter()
@@ -280,7 +250,7 @@ def measure_case(client: Any, url: str, case: dict[str, Any], n: int) -> dict[st
     return {
         **case,
         "median_ms": round(statistics.median(times), 2),
-        "p95_ms": round(nearest_rank(times, 95), 2),
+        "p95_ms": round(common.nearest_rank(times, 95), 2),
         "min_ms": round(min(times), 2),
         "queries": len(queries),
         "db_ms": round(sum(q["ms"] for q in sql), 2),
@@ -317,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kvlab-runlist-bench-") as tmp:
-        setup_django(Path(tmp))
+        common.setup_migrated_django(Path(tmp))
         from django.test import Client
         from django.urls import reverse
 
