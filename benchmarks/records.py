@@ -406,7 +406,13 @@ def _wrong_type(name: str, expected: str, value: object) -> RecordError:
 
 
 def _short(value: object) -> str:
-    text = orjson.dumps(value).decode() if not isinstance(value, str) else repr(value)
+    if isinstance(value, str):
+        text = repr(value)
+    else:
+        try:
+            text = orjson.dumps(value).decode()
+        except TypeError:  # what orjson will not write (an integer beyond 64 bits): still quote it
+            text = repr(value)
     return text if len(text) <= 40 else text[:37] + "…"
 
 

@@ -107,6 +107,7 @@ def test_reimporting_an_export_over_the_same_runs_adds_nothing(demo_import, impo
         (b'{"run": "r9", "run": "r8", "model": "m", "ok": true}', "duplicate key 'run'"),
         (b'{"run": "r9", "model": "m", "ok": true, "tok_s": "fast"}', "wrong type: 'tok_s' must be a number"),
         (b'{"run": "r9", "model": "m", "ok": true, "prompt_tokens": -4}', "'prompt_tokens' must not be negative"),
+        (b'{"run": "r9", "model": "m", "ok": -9223372036854775809}', "wrong type: 'ok' must be true or false"),
         (b'{"run": "r9", "ok": true}', "missing required field: 'model'"),
         (b'{"run": "r9", "model": "m"}', "missing required field: 'ok' or 'status'"),
         (b'{"run": "r9", "model": "caf\xc3", "ok": true}', "not valid UTF-8"),

@@ -85,6 +85,7 @@ def test_a_canonical_record_is_read():
         (flat(status=999), "'status' must be an HTTP status code (100-599), got 999"),
         (flat(ok=True, status=500), "'ok' is true but 'status' is 500"),
         (flat(kv_unified="yes"), "wrong type: 'kv_unified' must be true or false"),
+        (flat(ok=-(2**63) - 1), "wrong type: 'ok' must be true or false, got a number -9223372036854775809"),
         (flat(cache_type_k="q3_k"), "'cache_type_k' must be one of f32, f16"),
         (flat(ts="yesterday"), "'ts' is not an ISO 8601 time"),
         (flat(parallel=0), "'parallel' must be at least 1, got 0"),
