@@ -19,6 +19,7 @@ from django.test import Client
 from benchmarks.importer import import_bench_file
 from benchmarks.models import FileImport
 from benchmarks.tests.conftest import DEMO_PATH
+from kvlab.tests.processes import free_port, stop_process
 from sizing.tests.conftest import llama_server_binary, tiny_models  # noqa: F401  (shared fixtures)
 
 
@@ -55,12 +56,6 @@ def csrf_client(user: User) -> Client:
     return client
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real Redis on a free loopback port, for the whole session."""
@@ -81,8 +76,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         proc.kill()
         pytest.fail("redis-server did not start")
     yield f"redis://127.0.0.1:{port}/0"
-    proc.terminate()
-    proc.wait(timeout=10)
+    stop_process(proc)
 
 
 class NetworkGuardError(RuntimeError):

@@ -15,11 +15,11 @@ from django.urls import reverse
 
 from benchmarks.models import RequestResult
 from kvlab.celery import app as celery_app
+from kvlab.tests.processes import free_port, stop_process
 
 from .test_jobs_real import (  # noqa: F401  (broker, worker: real worker fixtures)
     broker,
     database_url_for_workers,
-    free_port,
     live_llama_server,
     register,
     start_worker,
@@ -49,16 +49,6 @@ def start_redis(port: int, workdir: Path) -> subprocess.Popen:
     pytest.fail("redis-server did not start")
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 def test_a_job_survives_redis_stopping_and_restarting(llama_server_binary, tiny_models, tmp_path):
     port = free_port()
     redis = start_redis(port, tmp_path)
@@ -71,7 +61,7 @@ def test_a_job_survives_redis_stopping_and_restarting(llama_server_binary, tiny_
             server = register(base, "llama-server -c 2048 -np 1")
             job = submit(server, prompt_tokens=50, n_predict=200, requests=16, concurrency=1)
             wait_for(job, finished=False, done=2)
-            stop(redis)  # the broker goes away mid-job
+            stop_process(redis, timeout=20)  # the broker goes away mid-job
             time.sleep(2)
             redis = start_redis(port, tmp_path)
             job = wait_for(job, timeout=240)
@@ -82,8 +72,8 @@ def test_a_job_survives_redis_stopping_and_restarting(llama_server_binary, tiny_
             again = wait_for(submit(server, prompt_tokens=20, n_predict=5, requests=1, concurrency=1), timeout=120)
             assert again.state == "succeeded"  # the worker came back to the restarted broker
     finally:
-        stop(own_worker)
-        stop(redis)
+        stop_process(own_worker, timeout=20)
+        stop_process(redis, timeout=20)
         celery_app._after_fork()
 
 
@@ -115,13 +105,13 @@ def test_restarting_the_web_process_loses_nothing_of_a_running_job(llama_server_
         )
         first = web(port)
         wait_for(job, finished=False, done=2)
-        stop(first)  # the web process restarts mid-job
+        stop_process(first, timeout=20)  # the web process restarts mid-job
         second = web(port)
         try:
             job = wait_for(job, timeout=240)
             page = urllib.request.urlopen(f"http://127.0.0.1:{port}{reverse('job-detail', args=[job.pk])}", timeout=5)
             body = page.read().decode()
         finally:
-            stop(second)
+            stop_process(second, timeout=20)
     assert job.state == "succeeded" and job.n_done == 12
     assert "12 of 12 done, 0 failed" in body and "succeeded" in body, body[body.find("Errors as") :][:800]

@@ -22,18 +22,11 @@ from django.urls import reverse
 from benchmarks import execution, tasks
 from benchmarks.models import Job, RequestResult, Run, Server
 from kvlab.celery import app as celery_app
+from kvlab.tests.processes import free_port, stop_process
 
 from ..tests.conftest import DEMO_PATH  # noqa: F401  (keeps the shared test helpers importable)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -58,12 +51,7 @@ def live_llama_server(binary: Path, model: Path, flags: list[str]) -> Iterator[s
                 pytest.fail("llama-server did not become healthy")
             yield f"http://127.0.0.1:{port}"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)
 
 
 def database_url_for_workers() -> str:
@@ -119,11 +107,7 @@ def broker(redis_url: str) -> Iterator[str]:
 def worker(broker: str) -> Iterator[subprocess.Popen]:
     proc = start_worker(broker, f"jobs-{os.getpid()}@test")
     yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_process(proc, timeout=20)
 
 
 def submit(server: Server, **params: object) -> Job:

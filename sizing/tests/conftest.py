@@ -8,7 +8,6 @@ for the binary and gets none fails: an oracle that silently skips checks nothing
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from kvlab.tests.processes import free_port, stop_process
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build-llama-server.sh"
@@ -64,12 +65,6 @@ class ServerRun:
         return f"llama-server {' '.join(self.args)}: healthy={self.healthy} exit={self.returncode}"
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _health(port: int) -> int | None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
@@ -80,17 +75,6 @@ def _health(port: int) -> int | None:
         return None
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
-
-
 def run_llama_server(
     binary: Path, model: Path, flags: Sequence[str], *, timeout: float = HEALTH_TIMEOUT_S
 ) -> ServerRun:
@@ -98,7 +82,7 @@ def run_llama_server(
 
     The process is always terminated (then killed) before this returns, whatever happens.
     """
-    port = _free_port()
+    port = free_port()
     args = ["-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-lv", "4", "--no-webui", *flags]
     healthy = False
     returncode = None
@@ -115,7 +99,7 @@ def run_llama_server(
                     break
                 time.sleep(0.1)
         finally:
-            _stop(proc)
+            stop_process(proc)
         log.seek(0)
         text = log.read().decode("utf-8", errors="replace")
     return ServerRun(args=args, healthy=healthy, returncode=returncode, log=text)
