@@ -16,7 +16,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from benchmarks.importer import import_bench_file
+from benchmarks.history.importer import import_bench_file
 from benchmarks.models import FileImport
 from benchmarks.tests.conftest import DEMO_PATH
 from kvlab.tests.processes import free_port, stop_process

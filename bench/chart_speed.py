@@ -250,7 +250,7 @@ def make_chunk(
     now: datetime,
 ) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
     """Runs start..stop-1 (ids start+1..) as attname dicts, and their requests as tuples."""
-    from benchmarks.metrics import summarize
+    from benchmarks.history.metrics import summarize
 
     first = now - timedelta(days=365)
     gap = 365 * 86400 / n_runs
@@ -327,8 +327,8 @@ def insert_data(n_runs: int, seed: int = 1_000_000, chunk: int = 10_000) -> dict
     """Insert n_runs runs and their requests with executemany, in one transaction."""
     from django.db import connection, transaction
 
+    from benchmarks.history.records import REQUEST_FIELD_NAMES
     from benchmarks.models import RequestResult, Run
-    from benchmarks.records import REQUEST_FIELD_NAMES
 
     assert REQUEST_COLUMNS[2:13] == REQUEST_FIELD_NAMES, "the request fields changed; update this benchmark"
     request_fields = {f.attname for f in RequestResult._meta.concrete_fields if not f.primary_key}
@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         from django.db import connections
         from django.test import Client
 
-        from benchmarks import chart_views
+        from benchmarks.charts import views as chart_views
 
         assert chart_views.MAX_TIMELINE_POINTS == MAX_TIMELINE_POINTS, "the timeline's cap changed; update this"
         start = time.perf_counter()

@@ -350,8 +350,8 @@ async def run_clients(
 
     sem = asyncio.Semaphore(concurrency)
     if client == "kvlab":
-        from benchmarks.client.stream import session_for, stream_completion
-        from benchmarks.client.target import resolve_target
+        from benchmarks.jobs.client.stream import session_for, stream_completion
+        from benchmarks.jobs.client.target import resolve_target
 
         target = resolve_target(f"http://127.0.0.1:{port}")
         session = session_for(target, limit=concurrency)

@@ -241,7 +241,7 @@ class KvlabDatabases:
 
 
 def kvlab_import(path: Path) -> Any:
-    from benchmarks.importer import import_bench_file
+    from benchmarks.history.importer import import_bench_file
 
     with path.open("rb") as f:
         return import_bench_file(f, filename=path.name, origin="command")
@@ -271,7 +271,7 @@ def time_read_phase(path: Path, n_expected: int) -> float:
     """kvlab's first phase alone: read, decode and validate every line (no database)."""
     from django.conf import settings
 
-    from benchmarks.reader import read_bench_file
+    from benchmarks.history.reader import read_bench_file
 
     gc.collect()
     start = time.perf_counter()

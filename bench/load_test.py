@@ -111,7 +111,8 @@ def fill(runs: int, plan_path: Path) -> int:
     from django.core.management.color import no_style
     from django.db import connection
 
-    from benchmarks import charts, forms
+    from benchmarks.charts import figures as charts
+    from benchmarks.history import forms
     from benchmarks.models import RequestResult, Run
 
     call_command("migrate", verbosity=0)

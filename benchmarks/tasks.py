@@ -5,7 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 from django.db import transaction
 
-from . import execution
+from .jobs import execution
 from .models import Job, Sweep
 
 
@@ -28,14 +28,14 @@ def enqueue(job: Job) -> None:
 
 @shared_task(name="benchmarks.tasks.run_sweep", acks_late=True, reject_on_worker_lost=False)
 def run_sweep(sweep_id: int) -> str:
-    from . import sweeping
+    from .sweeps import running as sweeping
 
     return sweeping.run_sweep(sweep_id, worker=run_sweep.request.hostname or "")
 
 
 @shared_task(name="benchmarks.tasks.reap_stale_sweeps")
 def reap_stale_sweeps() -> list[int]:
-    from . import sweeping
+    from .sweeps import running as sweeping
 
     return sweeping.reap_stale_sweeps()
 

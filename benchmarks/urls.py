@@ -1,6 +1,9 @@
 from django.urls import path
 
-from . import chart_views, job_views, sweep_views, views
+from .charts import views as chart_views
+from .history import views
+from .jobs import views as job_views
+from .sweeps import views as sweep_views
 
 urlpatterns = [
     path("", chart_views.home, name="home"),

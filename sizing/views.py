@@ -18,7 +18,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks.models import Run
-from benchmarks.uploads import SizeLimitUploadHandler
+from kvlab.uploads import SizeLimitUploadHandler
 
 from . import catalogue
 from .cmdline import to_command
@@ -132,7 +132,7 @@ def calibration(model_name: str, flags: ServerFlags, compute_estimate: int) -> d
     """What launched servers reported for this model: the exact flags if measured, else a
     correction of the compute-buffer estimate (the median reported/estimated ratio)."""
     from benchmarks.models import CalibrationPoint
-    from benchmarks.sweeping import flags_key
+    from benchmarks.sweeps.running import flags_key
 
     points = list(CalibrationPoint.objects.filter(model_name=model_name).order_by("-created_at")[:200])
     exact = next((p for p in points if p.flags_key == flags_key(flags)), None)

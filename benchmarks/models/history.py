@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from ..records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
+from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 
 
 class Run(models.Model):

@@ -23,8 +23,8 @@ import pytest
 from django.conf import settings
 from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect, sync_playwright
 
-from benchmarks import charts
-from benchmarks.importer import import_bench_file
+from benchmarks.charts import figures as charts
+from benchmarks.history.importer import import_bench_file
 from benchmarks.models import RequestResult, Run
 from benchmarks.tests.conftest import DEMO_PATH
 

@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from benchmarks import charts
+from benchmarks.charts import figures as charts
 from benchmarks.models import Run
 
 from .conftest import flat, jsonl

@@ -19,7 +19,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.urls import reverse
 
-from benchmarks import execution, tasks
+from benchmarks import tasks
+from benchmarks.jobs import execution
 from benchmarks.models import Job, RequestResult, Run, Server
 from kvlab.celery import app as celery_app
 from kvlab.tests.processes import free_port, stop_process

@@ -16,10 +16,10 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from benchmarks import records
-from benchmarks.exporter import export_lines
-from benchmarks.importer import import_bench_file
-from benchmarks.jsonl import RecordError
+from benchmarks.history import records
+from benchmarks.history.exporter import export_lines
+from benchmarks.history.importer import import_bench_file
+from benchmarks.history.jsonl import RecordError
 from benchmarks.models import FileImport, Run
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 import pytest
 
-from benchmarks.jsonl import RecordError
-from benchmarks.records import SCHEMA_VERSION, classify_error, normalize
+from benchmarks.history.jsonl import RecordError
+from benchmarks.history.records import SCHEMA_VERSION, classify_error, normalize
 
 from .conftest import flat
 

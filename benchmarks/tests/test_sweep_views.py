@@ -5,9 +5,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from benchmarks import launcher
 from benchmarks.models import LaunchHost, Sweep, SweepConfig
-from benchmarks.sweep_views import config_rows
+from benchmarks.sweeps import launcher
+from benchmarks.sweeps.views import config_rows
 
 pytestmark = pytest.mark.django_db
 

@@ -17,9 +17,9 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from benchmarks import demo_sweep
 from benchmarks.models import CalibrationPoint, Job, LaunchHost, Sweep, SweepConfig
-from benchmarks.sweep_views import create_sweep
+from benchmarks.sweeps import demo as demo_sweep
+from benchmarks.sweeps.views import create_sweep
 from sizing.server_log import mib
 
 from .test_jobs_real import broker, start_worker, worker  # noqa: F401, F811  (real worker fixtures)

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from benchmarks import execution
-from benchmarks.client.stream import FixedResolver, Outcome, session_for, stream_completion
-from benchmarks.client.target import Target, TargetRefused, resolve_target
+from benchmarks.jobs import execution
+from benchmarks.jobs.client.stream import FixedResolver, Outcome, session_for, stream_completion
+from benchmarks.jobs.client.target import Target, TargetRefused, resolve_target
 from benchmarks.models import Job, Server
 
 from .fake_server import FakeServer

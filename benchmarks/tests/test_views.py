@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.models import FileImport, RequestResult, Run
-from benchmarks.uploads import SizeLimitUploadHandler
+from kvlab.uploads import SizeLimitUploadHandler
 
 from .conftest import DEMO_PATH, flat, jsonl
 

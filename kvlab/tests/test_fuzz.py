@@ -6,8 +6,8 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.jsonl import RecordError, decode_line
-from benchmarks.records import normalize
+from benchmarks.history.jsonl import RecordError, decode_line
+from benchmarks.history.records import normalize
 from sizing.cmdline import parse_command
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.hparams import ModelSpecError, model_params

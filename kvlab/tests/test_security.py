@@ -5,7 +5,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from benchmarks.exporter import export_lines
+from benchmarks.history.exporter import export_lines
 from benchmarks.models import Job, LaunchHost, Run, Server, Sweep
 
 pytestmark = pytest.mark.django_db

@@ -12,9 +12,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from benchmarks import tasks
-from benchmarks.client.target import TargetRefused, resolve_target
-from benchmarks.job_forms import MAX_PROMPT_FILE_BYTES, parse_prompt_file
-from benchmarks.job_views import worker_available
+from benchmarks.jobs.client.target import TargetRefused, resolve_target
+from benchmarks.jobs.forms import MAX_PROMPT_FILE_BYTES, parse_prompt_file
+from benchmarks.jobs.views import worker_available
 from benchmarks.models import Job, RequestResult, Server
 
 

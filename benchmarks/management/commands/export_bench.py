@@ -10,7 +10,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.exporter import export_lines
+from benchmarks.history.exporter import export_lines
 from benchmarks.models import Run
 
 

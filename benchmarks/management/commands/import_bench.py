@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.importer import import_bench_file
+from benchmarks.history.importer import import_bench_file
 from benchmarks.models import FileImport
 
 

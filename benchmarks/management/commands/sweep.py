@@ -8,10 +8,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks import demo_sweep, launcher
-from benchmarks.job_views import worker_available
+from benchmarks.jobs.views import worker_available
 from benchmarks.models import LaunchHost, Sweep
-from benchmarks.sweep_views import config_rows, create_sweep, parse_concurrencies
+from benchmarks.sweeps import demo as demo_sweep
+from benchmarks.sweeps import launcher
+from benchmarks.sweeps.views import config_rows, create_sweep, parse_concurrencies
 
 
 class Command(BaseCommand):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from .models import LaunchHost
+from ..models import LaunchHost
 
 DEMO_MODEL = "kvlab-demo-tiny-llama.gguf"
 DEMO_FLAG_SETS = ["-c 1024", "-c 2048 -np 3 --no-kv-unified", "-c 1024 -np 1 -ctk q8_0 -ctv q8_0 -fa on"]

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import orjson
 from django.db.models import QuerySet
 
-from .models import RequestResult, Run
+from ..models import RequestResult, Run
 from .records import to_canonical
 
 

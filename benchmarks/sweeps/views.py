@@ -13,9 +13,11 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from . import demo_sweep, launcher, tasks
-from .job_views import worker_available
-from .models import Job, LaunchHost, Run, Sweep, SweepConfig
+from .. import tasks
+from ..jobs.views import worker_available
+from ..models import Job, LaunchHost, Run, Sweep, SweepConfig
+from . import demo as demo_sweep
+from . import launcher
 
 MiB = 1024 * 1024
 

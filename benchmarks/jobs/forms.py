@@ -9,8 +9,8 @@ from django import forms
 
 from sizing.cmdline import parse_command
 
+from ..models import Server
 from .client.target import TargetRefused, resolve_target
-from .models import Server
 
 MAX_PROMPTS = 10_000
 MAX_PROMPT_FILE_BYTES = 16 * 1024 * 1024

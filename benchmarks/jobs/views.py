@@ -19,12 +19,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from kvlab.celery import app as celery_app
 
-from . import tasks
+from .. import tasks
+from ..models import Job, Server
 from .client.probe import ProbeError, probe
 from .client.target import TargetRefused, resolve_target
 from .execution import measure_prompts
-from .job_forms import JobForm, ServerForm
-from .models import Job, Server
+from .forms import JobForm, ServerForm
 
 log = logging.getLogger(__name__)
 

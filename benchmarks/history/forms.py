@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.db.models import F, Q, QuerySet
 
-from .models import Run
+from ..models import Run
 
 # Public sort names -> Run columns. "-name" sorts descending.
 SORTS = {

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .models import Run
+from ..models import Run
 
 
 @dataclass(frozen=True, slots=True)

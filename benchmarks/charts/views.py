@@ -21,9 +21,9 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from . import charts
-from .forms import CompareForm, RunFilterForm
-from .models import RequestResult, Run
+from ..history.forms import CompareForm, RunFilterForm
+from ..models import RequestResult, Run
+from . import figures
 
 MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
@@ -59,16 +59,16 @@ def with_success_rate(runs: QuerySet[Run]) -> QuerySet[Run]:
 
 
 class ChartForm(RunFilterForm):
-    metric = forms.ChoiceField(choices=[(m.key, m.label) for m in charts.METRICS.values()], required=False)
-    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in charts.GROUPINGS.items()], required=False)
+    metric = forms.ChoiceField(choices=[(m.key, m.label) for m in figures.METRICS.values()], required=False)
+    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)
     x0 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown from")
     x1 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown to")
     sort = None  # type: ignore[assignment]
     per_page = None  # type: ignore[assignment]
     page = None  # type: ignore[assignment]
 
-    def metric_obj(self) -> charts.Metric:
-        return charts.METRICS[self.cleaned_data.get("metric") or "tok_s"]
+    def metric_obj(self) -> figures.Metric:
+        return figures.METRICS[self.cleaned_data.get("metric") or "tok_s"]
 
     def grouping(self) -> str:
         return self.cleaned_data.get("group") or "label"
@@ -103,7 +103,7 @@ def timeline(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render(request, "charts/timeline.html", context, status=400)
     metric, grouping = form.metric_obj(), form.grouping()
-    group_fields = charts.GROUPINGS[grouping][1]
+    group_fields = figures.GROUPINGS[grouping][1]
     runs = with_success_rate(form.filter(Run.objects.all())).exclude(started_at=None)
     rows = list(
         runs.order_by("-started_at", "-id").values(
@@ -115,11 +115,11 @@ def timeline(request: HttpRequest) -> HttpResponse:
     )
     truncated = len(rows) > MAX_TIMELINE_POINTS
     rows = rows[:MAX_TIMELINE_POINTS]
-    rows.sort(key=lambda r: (charts.group_name(r, grouping), r["started_at"], r["pk"]))
+    rows.sort(key=lambda r: (figures.group_name(r, grouping), r["started_at"], r["pk"]))
     download = _download(request, [_flat(r, metric) for r in rows], "timeline")
     if download:
         return download
-    figure = charts.timeline(rows, metric, grouping) if rows else None
+    figure = figures.timeline(rows, metric, grouping) if rows else None
     if figure and form.cleaned_data.get("x0") and form.cleaned_data.get("x1"):
         figure["layout"]["xaxis"]["range"] = [form.cleaned_data["x0"].isoformat(), form.cleaned_data["x1"].isoformat()]
     context.update(
@@ -133,7 +133,7 @@ def timeline(request: HttpRequest) -> HttpResponse:
     return _render(request, "charts/timeline.html", context)
 
 
-def _flat(row: dict[str, Any], metric: charts.Metric) -> dict[str, Any]:
+def _flat(row: dict[str, Any], metric: figures.Metric) -> dict[str, Any]:
     flat = {k: row.get(k) for k in VALUE_FIELDS}
     flat[metric.key] = row.get("value")
     return flat
@@ -146,7 +146,7 @@ def compare_chart(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render(request, "charts/compare.html", context, status=400)
     ids = form.cleaned_data["run"]
-    values = {f"value_{k}": F(charts.METRICS[k].column) for k in charts.COMPARE_METRICS}
+    values = {f"value_{k}": F(figures.METRICS[k].column) for k in figures.COMPARE_METRICS}
     found = {r["pk"]: r for r in with_success_rate(Run.objects.filter(pk__in=ids)).values(*VALUE_FIELDS, **values)}
     missing = [i for i in ids if i not in found]
     if missing:
@@ -157,7 +157,7 @@ def compare_chart(request: HttpRequest) -> HttpResponse:
     download = _download(request, runs, "compare")
     if download:
         return download
-    context.update(figure=charts.compare(runs, requests), runs=runs)
+    context.update(figure=figures.compare(runs, requests), runs=runs)
     return _render(request, "charts/compare.html", context)
 
 
@@ -199,19 +199,19 @@ def load_curve(request: HttpRequest) -> HttpResponse:
     download = _download(request, points, "load-curve")
     if download:
         return download
-    figure, knee = charts.load_curve(points) if len(points) >= 2 else (None, None)
+    figure, knee = figures.load_curve(points) if len(points) >= 2 else (None, None)
     measured = any(p["throughput"] is not None for p in points)
     context.update(figure=figure, knee=knee, points=points, throughput_measured=measured)
     return _render(request, "charts/load_curve.html", context)
 
 
 class RegressionForm(forms.Form):
-    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in charts.GROUPINGS.items()], required=False)
+    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)
     window = forms.IntegerField(min_value=2, max_value=100, required=False, initial=10)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for metric in charts.METRICS.values():
+        for metric in figures.METRICS.values():
             self.fields[f"t_{metric.key}"] = forms.FloatField(
                 min_value=0, max_value=1000, required=False, initial=5, label=f"{metric.label} threshold (%)"
             )
@@ -220,7 +220,7 @@ class RegressionForm(forms.Form):
         return {
             m.key: (self.cleaned_data.get(f"t_{m.key}") if self.cleaned_data.get(f"t_{m.key}") is not None else 5.0)
             / 100
-            for m in charts.METRICS.values()
+            for m in figures.METRICS.values()
         }
 
 
@@ -231,9 +231,9 @@ def regressions(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "charts/regressions.html", context, status=400)
     grouping = form.cleaned_data.get("group") or "label"
-    fields = charts.GROUPINGS[grouping][1]
+    fields = figures.GROUPINGS[grouping][1]
     window = form.cleaned_data.get("window") or 10
-    columns = [m.column for m in charts.METRICS.values()]
+    columns = [m.column for m in figures.METRICS.values()]
     # Only the latest window + 1 runs of each group matter: rank them in SQL.
     ranked = with_success_rate(Run.objects.exclude(started_at=None)).annotate(
         rank=Window(RowNumber(), partition_by=[F(f) for f in fields], order_by=[F("started_at").desc(), F("id").desc()])
@@ -249,8 +249,8 @@ def regressions(request: HttpRequest) -> HttpResponse:
     )
     rows.sort(key=lambda r: (r["started_at"], r["pk"]))
     for row in rows:
-        row["group"] = charts.group_name(row, grouping)
-    found = charts.regressions(rows, list(charts.METRICS.values()), form.thresholds(), window=window)
+        row["group"] = figures.group_name(row, grouping)
+    found = figures.regressions(rows, list(figures.METRICS.values()), form.thresholds(), window=window)
     context.update(found=found, grouping=grouping, n_groups=len({r["group"] for r in rows}))
     return render(request, "charts/regressions.html", context)
 
@@ -271,13 +271,13 @@ def home(request: HttpRequest) -> HttpResponse:
         .order_by("-started_at", "-id")
         .values(*VALUE_FIELDS, value=F("tok_s_mean"), build=F("server_props__props__build_info"))[:2000]
     )
-    trend_rows.sort(key=lambda r: (charts.group_name(r, "label"), r["started_at"], r["pk"]))
-    trend = charts.timeline(trend_rows, charts.METRICS["tok_s"], "label") if trend_rows else None
+    trend_rows.sort(key=lambda r: (figures.group_name(r, "label"), r["started_at"], r["pk"]))
+    trend = figures.timeline(trend_rows, figures.METRICS["tok_s"], "label") if trend_rows else None
     failure_figure = (
         {
             "data": [
                 {"type": "bar", "name": "runs with failures", "x": [str(f["day"]) for f in failures],
-                 "y": [f["failed"] for f in failures], "marker": {"color": charts.FAIL_COLOR}},
+                 "y": [f["failed"] for f in failures], "marker": {"color": figures.FAIL_COLOR}},
                 {"type": "bar", "name": "all runs", "x": [str(f["day"]) for f in failures],
                  "y": [f["total"] for f in failures], "marker": {"color": "#c9d4e0"}},
             ],

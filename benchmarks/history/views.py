@@ -18,13 +18,14 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
+from kvlab.uploads import SizeLimitUploadHandler, declared_length
+
+from ..models import FileImport, RequestResult, Run
 from .comparison import compare_rows
 from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm
 from .importer import import_bench_file
 from .metrics import distribution
-from .models import FileImport, RequestResult, Run
-from .uploads import SizeLimitUploadHandler, declared_length
 
 REQUESTS_PER_PAGE = 200
 REJECTS_PER_PAGE = 500

@@ -26,7 +26,7 @@ from typing import IO
 
 from sizing.cmdline import ParsedCommand, parse_command, to_command
 
-from .models import LaunchHost
+from ..models import LaunchHost
 
 PR_SET_PDEATHSIG = 1
 LOG_TAIL_BYTES = 6000

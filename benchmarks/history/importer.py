@@ -18,9 +18,9 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
+from ..models import FileImport, RejectedLine, RequestResult, Run
 from .jsonl import LineError
 from .metrics import RunSummary, summarize
-from .models import FileImport, RejectedLine, RequestResult, Run
 from .reader import ParsedFile, ParsedRun, read_bench_file
 from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record
 

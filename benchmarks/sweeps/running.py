@@ -24,8 +24,9 @@ from sizing.report import as_json, size
 from sizing.server_log import read_server_log
 from sizing.workload import Workload
 
-from . import execution, launcher
-from .models import CalibrationPoint, Job, Server, Sweep, SweepConfig
+from ..jobs import execution
+from ..models import CalibrationPoint, Job, Server, Sweep, SweepConfig
+from . import launcher
 
 log = logging.getLogger(__name__)
 GGUF_HEAD_LIMIT = 256 * 1024 * 1024

@@ -25,12 +25,12 @@ from django.utils import timezone
 
 from sizing.cmdline import parse_command
 
+from ..history.importer import apply_summary
+from ..history.records import REQUEST_FIELD_NAMES, content_hash
+from ..models import Job, RequestResult, Run
 from .client.probe import probe, tokenize_async
 from .client.stream import Outcome, session_for, stream_completion
 from .client.target import Target, TargetRefused, resolve_target
-from .importer import apply_summary
-from .models import Job, RequestResult, Run
-from .records import REQUEST_FIELD_NAMES, content_hash
 
 log = logging.getLogger(__name__)
 SYNTHETIC_TEXT = "The quick brown fox jumps over the lazy dog while the benchmark measures every token it reads. "
