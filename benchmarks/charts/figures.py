@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ..history.outcomes import FAILED, outcome_of
+
 WEBGL_POINTS = 1000  # above this many points a series is drawn with WebGL (scattergl)
 FAIL_COLOR = "#b3261e"
 
@@ -89,7 +91,7 @@ def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -
         configs: dict[str, int] = {}
         previous = None
         for row in points:
-            failed = row["n_requests"] > 0 and row["n_ok"] == 0
+            failed = outcome_of(row["n_ok"], row["n_requests"]) == FAILED
             value = None if failed else _round(row["value"])
             when = _when(row["started_at"])
             config = group_name(row, "config")
@@ -166,6 +168,7 @@ COMPARE_METRICS = ("success", "tok_s", "throughput", "ttft_p95", "e2e_p95")
 def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, bool, float | None]]) -> dict[str, Any]:
     """Grouped bars of the runs' metrics, one panel per metric, and per-request tok/s strips."""
     names = [f"{r['label'] or r['key']} ({r['key']})" for r in runs]
+    failed = [outcome_of(r["n_ok"], r["n_requests"]) == FAILED for r in runs]
     traces: list[dict[str, Any]] = []
     panels = len(COMPARE_METRICS)
     for i, key in enumerate(COMPARE_METRICS, start=1):
@@ -180,9 +183,9 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
                 "customdata": [r["pk"] for r in runs],
                 "xaxis": f"x{i}",
                 "yaxis": f"y{i}",
-                "text": ["failed: 0 ok" if r["n_requests"] and not r["n_ok"] else "" for r in runs],
+                "text": ["failed: 0 ok" if f else "" for f in failed],
                 "textposition": "outside",
-                "marker": {"color": [FAIL_COLOR if r["n_requests"] and not r["n_ok"] else "#0b63c5" for r in runs]},
+                "marker": {"color": [FAIL_COLOR if f else "#0b63c5" for f in failed]},
                 "hovertemplate": "%{x}<br>" + metric.label + ": %{y}<extra></extra>",
                 "showlegend": False,
             }

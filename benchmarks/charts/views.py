@@ -14,7 +14,7 @@ from typing import Any
 
 import plotly
 from django import forms
-from django.db.models import Avg, Count, F, FloatField, Q, QuerySet, Window
+from django.db.models import Avg, Count, F, FloatField, QuerySet, Window
 from django.db.models.functions import Cast, NullIf, RowNumber, TruncDate
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from ..history.forms import CompareForm, RunFilterForm
+from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
 from . import figures
 
@@ -192,7 +193,7 @@ def load_curve(request: HttpRequest) -> HttpResponse:
             tok_s=Avg("tok_s_mean"),
             ttft_p95=Avg("ttft_p95"),
             runs=Count("id"),
-            failed=Count("id", filter=Q(n_ok=0, n_requests__gt=0)),
+            failed=Count("id", filter=OUTCOME_Q[FAILED]),
         )
         .order_by("concurrency")
     )
@@ -263,7 +264,7 @@ def home(request: HttpRequest) -> HttpResponse:
         Run.objects.filter(started_at__gte=since, n_requests__gt=0)
         .annotate(day=TruncDate("started_at"))
         .values("day")
-        .annotate(failed=Count("id", filter=Q(n_ok__lt=F("n_requests"))), total=Count("id"))
+        .annotate(failed=Count("id", filter=WITH_FAILURES_Q), total=Count("id"))
         .order_by("day")
     )
     trend_rows = list(

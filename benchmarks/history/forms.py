@@ -6,9 +6,10 @@ import datetime as dt
 from typing import Any
 
 from django import forms
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, QuerySet
 
 from ..models import Run
+from . import outcomes
 
 # Public sort names -> Run columns. "-name" sorts descending.
 SORTS = {
@@ -25,12 +26,7 @@ SORTS = {
 }
 SORT_CHOICES = [(f"{sign}{name}", f"{name} {'↓' if sign else '↑'}") for name in SORTS for sign in ("-", "")]
 PAGE_SIZES = (25, 50, 100, 200)
-OUTCOMES = [
-    ("", "any outcome"),
-    ("ok", "all requests ok"),
-    ("partial", "some failed"),
-    ("failed", "all failed"),
-]
+OUTCOMES = [("", "any outcome")] + [(o, outcomes.LABELS[o]) for o in (outcomes.OK, outcomes.PARTIAL, outcomes.FAILED)]
 
 
 def _distinct(field: str) -> list[tuple[str, str]]:
@@ -71,13 +67,8 @@ class RunFilterForm(forms.Form):
         for name in ("model", "gpu", "label"):
             if data.get(name):
                 runs = runs.filter(**{name: data[name]})
-        outcome = data.get("outcome")
-        if outcome == "ok":
-            runs = runs.filter(n_ok=F("n_requests"), n_requests__gt=0)
-        elif outcome == "failed":
-            runs = runs.filter(n_ok=0, n_requests__gt=0)
-        elif outcome == "partial":
-            runs = runs.filter(Q(n_ok__gt=0) & Q(n_ok__lt=F("n_requests")))
+        if data.get("outcome"):
+            runs = runs.filter(outcomes.OUTCOME_Q[data["outcome"]])
         if data.get("date_from"):
             runs = runs.filter(started_at__gte=_day_start(data["date_from"]))
         if data.get("date_to"):

@@ -37,13 +37,14 @@ def excerpt_of(raw: bytes, limit: int = 160) -> str:
 def iter_lines(stream: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, bytes, bool]]:
     """Yield (line_no, raw, too_long) for every line, split on b"\\n" only.
 
-    A line longer than max_line_bytes is not held in memory: its first bytes are
-    kept for the excerpt and the rest is skipped up to the next newline.
+    A UTF-8 byte order mark at the start of the file is not part of line 1. A line
+    longer than max_line_bytes is not held in memory: its first bytes are kept for
+    the excerpt and the rest is skipped up to the next newline.
     """
     line_no = 0
     pending = b""  # the start of a line that continues in the next chunk
     oversized = False  # pending is only the excerpt of a line already too long
-    while chunk := stream.read(CHUNK_BYTES):
+    for chunk in _chunks_without_bom(stream):
         parts = chunk.split(b"\n")
         tail = parts.pop()
         if parts:
@@ -66,6 +67,17 @@ def iter_lines(stream: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, by
                 pending, oversized = pending[:EXCERPT_KEPT], True
     if pending or oversized:
         yield line_no + 1, pending, oversized
+
+
+def _chunks_without_bom(stream: IO[bytes]) -> Iterator[bytes]:
+    head = b""
+    while len(head) < len(UTF8_BOM) and (more := stream.read(CHUNK_BYTES)):
+        head += more
+    head = head.removeprefix(UTF8_BOM)
+    if head:
+        yield head
+    while chunk := stream.read(CHUNK_BYTES):
+        yield chunk
 
 
 def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -92,15 +104,13 @@ _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_NUMBER = b"0" * 19
 
 
-def decode_line(raw: bytes, line_no: int) -> dict[str, Any]:
+def decode_line(raw: bytes) -> dict[str, Any]:
     """Decode one line into a JSON object, or raise RecordError with the reason.
 
     The common line takes orjson's fast parser, accepted only when it certainly read
     the line as the strict parser would; anything else (\\u escapes, long integers,
     duplicate keys, errors) takes the strict path, which also gives the precise reason.
     """
-    if line_no == 1 and raw.startswith(UTF8_BOM):
-        raw = raw[len(UTF8_BOM) :]
     try:
         value = orjson.loads(raw)
         if (

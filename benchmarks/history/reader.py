@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .jsonl import UTF8_BOM, LineError, RecordError, decode_line, excerpt_of, iter_lines
+from .jsonl import LineError, RecordError, decode_line, excerpt_of, iter_lines
 from .records import RUN_FIELD_NAMES, Record, normalize
 
 
@@ -68,14 +68,12 @@ def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> ParsedFile:
                 LineError(line_no, f"line is longer than the limit of {max_line_bytes:,} bytes", excerpt_of(raw))
             )
             continue
-        if line_no == 1 and raw.startswith(UTF8_BOM):
-            raw = raw[len(UTF8_BOM) :]
         if not raw or raw.isspace():
             parsed.n_blank += 1
             continue
         parsed.n_read += 1
         try:
-            record = normalize(decode_line(raw, line_no), run_cache)
+            record = normalize(decode_line(raw), run_cache)
             _add(parsed, line_no, record)
         except RecordError as exc:
             parsed.rejects.append(LineError(line_no, str(exc), excerpt_of(raw)))

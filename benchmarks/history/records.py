@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from .errors import ERROR_TYPES, classify_error, error_type_from_server
 from .jsonl import RecordError, json_type_name
 
 SCHEMA_VERSION = "kvlab.bench/1"
@@ -99,15 +100,6 @@ ALIASES: dict[str, tuple[str, ...]] = {
 }
 ALIAS_TO_FIELD = {alias: field for field, aliases in ALIASES.items() for alias in aliases}
 INVERTED_ALIASES = {"no_kv_offload": "kv_offload"}  # true here means kv_offload false
-
-ERROR_TYPES = (
-    "context_exceeded",  # HTTP 500 "Context size has been exceeded." (unified pool full)
-    "exceed_context_size",  # HTTP 400 exceed_context_size_error (prompt too long for the slot)
-    "timeout",
-    "disconnect",
-    "http_error",
-    "other",
-)
 
 
 class Record(NamedTuple):
@@ -253,16 +245,10 @@ def _from_error_object(request_raw: tuple[Any, ...]) -> tuple[Any, ...]:
     error = fields["error"]
     fields["error"] = error.get("message")
     if fields["error_type"] is None:
-        fields["error_type"] = _error_type_from_server(error.get("type"))
+        fields["error_type"] = error_type_from_server(error.get("type"))
     if fields["http_status"] is None and isinstance(error.get("code"), int):
         fields["http_status"] = error["code"]
     return tuple(fields.values())
-
-
-def _error_type_from_server(server_type: object) -> str | None:
-    if server_type == "exceed_context_size_error":
-        return "exceed_context_size"
-    return None
 
 
 def _run_values(raw: tuple[Any, ...], cache: dict[Any, tuple[Any, ...]] | None) -> tuple[Any, ...]:
@@ -368,22 +354,6 @@ def _request_values(
     if ttft_s is not None:
         ttft_s = ttft_s if type(ttft_s) is float and 0.0 <= ttft_s < math.inf else _number(ttft_s, "ttft_s")
     return (ts, ok, http_status, error, error_type, prompt_tokens, n_predict, output_tokens, tok_s, elapsed_s, ttft_s)
-
-
-def classify_error(http_status: int | None, error: str | None) -> str:
-    """Name the failure the way DESIGN.md counts them."""
-    message = (error or "").lower()
-    if http_status == 500 and "context size has been exceeded" in message:
-        return "context_exceeded"
-    if http_status == 400 and ("exceed_context_size" in message or "exceeds the available context" in message):
-        return "exceed_context_size"
-    if "timeout" in message or "timed out" in message:
-        return "timeout"
-    if "disconnect" in message or "connection" in message:
-        return "disconnect"
-    if http_status is not None:
-        return "http_error"
-    return "other"
 
 
 def content_hash(request: tuple[Any, ...], extra: dict[str, Any]) -> str:

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from ..history.outcomes import outcome_of
 from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 
 
@@ -95,11 +96,7 @@ class Run(models.Model):
 
     @property
     def outcome(self) -> str:
-        if self.n_requests == 0:
-            return "empty"
-        if self.n_ok == self.n_requests:
-            return "ok"
-        return "failed" if self.n_ok == 0 else "partial"
+        return outcome_of(self.n_ok, self.n_requests)
 
 
 class RequestResult(models.Model):

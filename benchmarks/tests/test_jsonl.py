@@ -51,11 +51,14 @@ def test_line_numbers_stay_right_across_read_chunks(monkeypatch):
 )
 def test_it_rejects_bad_lines_with_a_reason(raw, reason):
     with pytest.raises(RecordError, match=r"^" + __import__("re").escape(reason)):
-        decode_line(raw, 3)
+        decode_line(raw)
 
 
 def test_a_utf8_bom_on_the_first_line_is_accepted():
-    assert decode_line(b'\xef\xbb\xbf{"a": 1}', 1) == {"a": 1}
+    lines = list(iter_lines(io.BytesIO(b'\xef\xbb\xbf{"a": 1}\n\xef\xbb\xbf{"b": 2}\n'), 1024))
+    assert decode_line(lines[0][1]) == {"a": 1}
+    with pytest.raises(RecordError):  # only the file's first bytes may be a BOM
+        decode_line(lines[1][1])
 
 
 @pytest.mark.parametrize(
@@ -77,9 +80,9 @@ def test_the_fast_path_never_hides_a_duplicate_key_or_changes_a_value(raw):
         expected = json.loads(raw, object_pairs_hook=_strict_pairs)
     except ValueError:
         with pytest.raises(RecordError, match="duplicate key"):
-            decode_line(raw, 2)
+            decode_line(raw)
         return
-    assert decode_line(raw, 2) == expected and type(decode_line(raw, 2)["n"]) is int
+    assert decode_line(raw) == expected and type(decode_line(raw)["n"]) is int
 
 
 def _strict_pairs(pairs):

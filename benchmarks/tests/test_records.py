@@ -1,7 +1,8 @@
 import pytest
 
+from benchmarks.history.errors import classify_error
 from benchmarks.history.jsonl import RecordError
-from benchmarks.history.records import SCHEMA_VERSION, classify_error, normalize
+from benchmarks.history.records import SCHEMA_VERSION, normalize
 
 from .conftest import flat
 

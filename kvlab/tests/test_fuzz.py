@@ -106,7 +106,7 @@ def test_flag_soup_never_crashes_the_parser(tokens):
 @given(st.binary(max_size=600))
 def test_any_line_is_a_record_or_a_reason(raw):
     try:
-        normalize(decode_line(raw, 2))
+        normalize(decode_line(raw))
     except RecordError as exc:
         assert str(exc)
 

@@ -25,6 +25,7 @@ import aiohttp
 import aiohttp.http_exceptions
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from ...history.errors import DISCONNECT, EXCEED_CONTEXT_SIZE, OTHER, TIMEOUT, classify_error
 from .target import Target
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -106,19 +107,19 @@ async def stream_completion(
                 else:
                     await _read_stream(response, outcome, start)
     except TimeoutError:
-        outcome.error_type = "timeout"
+        outcome.error_type = TIMEOUT
         outcome.error = f"no complete answer within the {deadline_s:g} s deadline"
     except aiohttp.ClientConnectorError as exc:
-        outcome.error_type = "disconnect"
+        outcome.error_type = DISCONNECT
         outcome.error = f"connection failed: {exc.os_error or exc}"
     except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, ConnectionResetError) as exc:
-        outcome.error_type = "disconnect"
+        outcome.error_type = DISCONNECT
         outcome.error = f"the server closed the connection mid-response: {type(exc).__name__}"
     except aiohttp.ClientError as exc:
-        outcome.error_type = "other"
+        outcome.error_type = OTHER
         outcome.error = f"{type(exc).__name__}: {exc}"
     except aiohttp.http_exceptions.HttpProcessingError as exc:  # e.g. LineTooLong
-        outcome.error_type = "other"
+        outcome.error_type = OTHER
         outcome.error = f"the response cannot be read: {type(exc).__name__}: {exc.message or exc}"
     outcome.elapsed_s = time.perf_counter() - start
     if outcome.ok and outcome.output_tokens and outcome.ttft_s is not None and outcome.output_tokens > 1:
@@ -139,17 +140,13 @@ async def _read_error(response: aiohttp.ClientResponse, outcome: Outcome) -> Non
         error = {"message": str(error)}
     message = str(error.get("message") or text.strip()[:500] or f"HTTP {response.status}")
     outcome.error = message
-    if error.get("type") == "exceed_context_size_error":
-        outcome.error_type = "exceed_context_size"
+    outcome.error_type = classify_error(response.status, message, error.get("type"))
+    if outcome.error_type == EXCEED_CONTEXT_SIZE:
         for key in ("n_prompt_tokens", "n_ctx"):
             if isinstance(error.get(key), int):
                 outcome.extra[key] = error[key]
         if isinstance(error.get("n_prompt_tokens"), int):
             outcome.prompt_tokens = error["n_prompt_tokens"]
-    elif response.status == 500 and "context size has been exceeded" in message.lower():
-        outcome.error_type = "context_exceeded"
-    else:
-        outcome.error_type = "http_error"
 
 
 async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start: float) -> None:
@@ -160,7 +157,7 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
     async for raw_line in response.content:
         received += len(raw_line)
         if received > MAX_RESPONSE_BYTES:
-            outcome.error_type = "other"
+            outcome.error_type = OTHER
             outcome.error = f"the response passed the cap of {MAX_RESPONSE_BYTES:,} bytes"
             return
         line = raw_line.strip()
@@ -175,11 +172,11 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
         try:
             event = json.loads(data)
         except ValueError:
-            outcome.error_type = "other"
+            outcome.error_type = OTHER
             outcome.error = f"a stream event is not JSON: {data[:80]!r}"
             return
         if not isinstance(event, dict):
-            outcome.error_type = "other"
+            outcome.error_type = OTHER
             outcome.error = "a stream event is not a JSON object"
             return
         if "error" in event:
@@ -190,12 +187,7 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
             if isinstance(code, int):
                 outcome.http_status = code
             outcome.output_tokens = tokens
-            if "context size has been exceeded" in outcome.error.lower():
-                outcome.error_type = "context_exceeded"
-            elif error.get("type") == "exceed_context_size_error":
-                outcome.error_type = "exceed_context_size"
-            else:
-                outcome.error_type = "http_error"
+            outcome.error_type = classify_error(outcome.http_status, outcome.error, error.get("type"))
             return
         content = event.get("content")
         if content or event.get("tokens"):
@@ -208,10 +200,10 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
     if final is None:
         outcome.output_tokens = tokens
         if events == 0:
-            outcome.error_type = "other"
+            outcome.error_type = OTHER
             outcome.error = "the response is not an event stream (no 'data:' events)"
         else:
-            outcome.error_type = "disconnect"
+            outcome.error_type = DISCONNECT
             outcome.error = "the stream ended before its final chunk (incomplete, not a success)"
         return
     timings = final.get("timings") if isinstance(final.get("timings"), dict) else {}
