@@ -1,0 +1,114 @@
+"""Every benchmark script in bench/ runs end to end at its smoke size, so none can rot.
+
+`make bench` runs them at full size (minutes each). Here each runs with ``--smoke`` in
+a child process, started as a user starts it: small data, but every step and every
+check the script makes of its own results (status codes, row counts, complete
+streams), which exit non-zero when they fail. Results go to a temporary directory,
+never over the figures in bench/out/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 180  # a smoke run takes seconds; this only stops a hung one
+
+
+def smoke(script: str, out: Path) -> str:
+    """Run bench/<script> --smoke, writing to out; its standard output, once it has exited 0."""
+    command = [sys.executable, str(ROOT / "bench" / script), "--smoke", "--out", str(out)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, (
+        f"{script} --smoke exited {done.returncode}\n--- stdout ---\n{done.stdout[-5000:]}\n"
+        f"--- stderr ---\n{done.stderr[-5000:]}"
+    )
+    return done.stdout
+
+
+def results(out: Path, name: str) -> dict[str, Any]:
+    return json.loads((out / f"{name}.json").read_text())
+
+
+def test_import_speed_imports_every_request_both_ways_and_prints_the_ratio(tmp_path: Path) -> None:
+    stdout = smoke("import_speed.py", tmp_path)
+
+    assert "Import of 2,000 requests in 200 runs" in stdout
+    assert "ratio kvlab/baseline (median time):" in stdout
+    measured = results(tmp_path, "import_speed")
+    assert (measured["requests"], measured["runs"], measured["repeats"]) == (2_000, 200, 1)
+    assert len(measured["baseline"]["seconds"]) == len(measured["kvlab"]["seconds"]) == 1
+    assert measured["ratio_median"] > 0
+    assert len((tmp_path / "bench_results.jsonl").read_bytes().splitlines()) == 2_000
+
+
+def test_run_list_speed_measures_every_page_with_its_rows(tmp_path: Path) -> None:
+    stdout = smoke("run_list_speed.py", tmp_path)
+
+    assert "Run list with 1,000 runs, 2 timed requests per case" in stdout
+    cases = results(tmp_path, "run_list_speed")["cases"]
+    assert [(c["case"], c["per_page"]) for c in cases] == [
+        (name, per_page) for per_page in (50, 200) for name in ("default", "filtered", "sorted", "deep", "htmx")
+    ]
+    assert all(c["expected_rows"] > 0 and c["queries"] > 0 and c["median_ms"] > 0 for c in cases)
+    assert {c["expected_rows"] for c in cases if c["case"] == "default"} == {50, 200}
+
+
+@pytest.mark.browser
+def test_chart_speed_measures_every_chart_and_its_render_in_chromium(tmp_path: Path) -> None:
+    stdout = smoke("chart_speed.py", tmp_path)
+
+    assert "Chart pages with 1,000 runs and 10,000 requests" in stdout
+    assert "Browser render, headless Chromium" in stdout
+    measured = results(tmp_path, "chart_speed")
+    assert {(c["case"], c["format"]) for c in measured["cases"]} == {
+        ("timeline label", "html"),
+        ("timeline label", "json"),
+        ("timeline config", "html"),
+        ("timeline config", "json"),
+        ("timeline model", "html"),
+        ("timeline model", "json"),
+        ("compare 12 runs", "html"),
+        ("compare 12 runs", "json"),
+        ("load curve", "html"),
+        ("load curve", "json"),
+        ("regressions", "html"),
+        ("home", "html"),
+    }
+    assert all(c["points"] > 0 for c in measured["cases"])
+    assert [b["case"] for b in measured["browser"]] == ["timeline label", "compare 12 runs"]
+    assert all(b["points"] > 0 and b["afterplot_ms"] > 0 for b in measured["browser"])
+
+
+def test_client_speed_streams_every_event_to_every_client_and_prints_the_ratio(tmp_path: Path) -> None:
+    stdout = smoke("client_speed.py", tmp_path)
+
+    assert "Streaming 8 requests x 50 events at concurrency 4" in stdout
+    assert "every stream of every run delivered exactly 50 token events and its final event" in stdout
+    measured = results(tmp_path, "client_speed")
+    for client in ("baseline", "kvlab", "count-only"):
+        assert len(measured[client]["events_per_s"]) == 1 and measured[client]["median_events_per_s"] > 0
+    assert measured["ratio_median"] > 0
+
+
+def test_load_test_serves_every_page_without_an_error_under_gunicorn(tmp_path: Path) -> None:
+    """SQLite always; PostgreSQL too when DATABASE_URL names one, as in `make test-postgres`."""
+    stdout = smoke("load_test.py", tmp_path)
+
+    engines = results(tmp_path, "load_test")["engines"]
+    expected = ["sqlite", "postgres"] if os.environ.get("DATABASE_URL") else ["sqlite"]
+    assert list(engines) == expected
+    assert "Load test: 500 runs / 5,000 requests stored" in stdout
+    for engine in engines.values():
+        assert engine["requests"] > 0 and engine["requests_per_s"] > 0
+        assert engine["errors"] == engine["warmup_error_count"] == engine["access_log_non_200"] == 0
+        assert engine["gunicorn_exit"] == 0
+        assert engine["latency"]["all"]["requests"] == engine["requests"]
+        assert set(engine["latency"]) <= {"home", "run list", "run page", "timeline", "compare 3", "all"}
