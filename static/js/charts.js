@@ -24,20 +24,22 @@
         el.removeAllListeners("plotly_selected");
         el.removeAllListeners("plotly_relayout");
       }
-      if (el.dataset.clickRuns !== undefined) {
+      if (el.dataset.runUrl) {
+        // The server renders run 0's URL; a click opens the clicked run's.
         el.on("plotly_click", function (event) {
           var id = event.points[0] && event.points[0].customdata;
-          if (id) window.location = "/runs/" + id + "/";
+          if (id) window.location = el.dataset.runUrl.replace(/\/0\/$/, "/" + id + "/");
         });
       }
       var compare = document.getElementById("compare-selection");
-      if (compare) {
-        // Box or lasso select points, then compare those runs.
+      if (compare && compare.dataset.url) {
+        // Box or lasso select points, then compare those runs (at most the server's data-max-runs).
+        var maxRuns = parseInt(compare.dataset.maxRuns, 10) || undefined;
         el.on("plotly_selected", function (event) {
           var ids = (event && event.points || []).map(function (p) { return p.customdata; }).filter(Boolean);
-          ids = ids.filter(function (id, i) { return ids.indexOf(id) === i; }).slice(0, 12);
+          ids = ids.filter(function (id, i) { return ids.indexOf(id) === i; }).slice(0, maxRuns);
           compare.hidden = ids.length < 2;
-          compare.href = "/charts/compare/?" + ids.map(function (id) { return "run=" + id; }).join("&");
+          compare.href = compare.dataset.url + "?" + ids.map(function (id) { return "run=" + id; }).join("&");
           compare.textContent = "compare the " + ids.length + " selected runs";
         });
       }
