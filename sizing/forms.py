@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 from django import forms
 
+from benchmarks.history.metrics import at_rank
 from benchmarks.models import Run
 
 from . import catalogue
@@ -230,11 +230,7 @@ def measured_workload(run_id: int) -> Workload | None:
     outputs = sorted(o if o is not None else n for _, o, n in rows if (o if o is not None else n) is not None)
     if not prompts:
         return None
-    return Workload(_p95(prompts), _p95(outputs) if outputs else 0, run.concurrency or 1)
-
-
-def _p95(values: list[int]) -> int:
-    return values[min(len(values) - 1, math.ceil(0.95 * len(values)) - 1)]
+    return Workload(at_rank(prompts, 95), at_rank(outputs, 95) if outputs else 0, run.concurrency or 1)
 
 
 class GgufUploadForm(forms.Form):

@@ -46,6 +46,14 @@ class ServerFlags:
     n_gpu_layers: int | None = None  # -ngl
 
 
+def flags_key(flags: ServerFlags) -> str:
+    """The flags that decide memory, as one comparable string (calibration points are keyed by it)."""
+    return (
+        f"c={flags.ctx_size} np={flags.parallel} kvu={flags.kv_unified} k={flags.type_k} v={flags.type_v} "
+        f"fa={flags.flash_attn} swa_full={flags.swa_full} ub={flags.n_ubatch} offload={flags.kv_offload}"
+    )
+
+
 @dataclass(frozen=True)
 class CacheSize:
     name: str  # "full" or "swa"

@@ -11,13 +11,14 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
-from django.http import HttpRequest, HttpResponse, QueryDict
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from benchmarks.models import Run
+from kvlab.http import HtmxHttpRequest
 from kvlab.uploads import SizeLimitUploadHandler
 
 from . import catalogue
@@ -25,7 +26,7 @@ from .cmdline import to_command
 from .forms import GgufUploadForm, SizingForm, flags_from_run
 from .gguf import GGUFError, read_gguf_head
 from .hparams import ModelSpecError, model_params
-from .kv import FORMULA_VERSION, ServerFlags
+from .kv import FORMULA_VERSION, ServerFlags, flags_key
 from .memory import ESTIMATE_FORMULA
 from .models import GgufHead, SizingSnapshot
 from .recommend import RANKING
@@ -59,7 +60,7 @@ def _history(inputs: object) -> list[Run]:
 
 
 @require_GET
-def size_page(request: HttpRequest) -> HttpResponse:
+def size_page(request: HtmxHttpRequest) -> HttpResponse:
     form = SizingForm(request.GET or None)
     context = _page_context(form)
     status = 200
@@ -78,14 +79,14 @@ def size_page(request: HttpRequest) -> HttpResponse:
             )
         elif not form.is_valid():
             status = 400
-    template = "sizing/size.html#results" if getattr(request, "htmx", False) else "sizing/size.html"
+    template = "sizing/size.html#results" if request.htmx else "sizing/size.html"
     return render(request, template, context, status=status)
 
 
 @csrf_exempt  # checked by upload_gguf_checked once the size cap is in place
 @login_required
 @require_POST
-def upload_gguf(request: HttpRequest) -> HttpResponse:
+def upload_gguf(request: HtmxHttpRequest) -> HttpResponse:
     request.upload_handlers.insert(0, _HeadCapHandler(request, settings.KVLAB_GGUF_HEAD_MAX_BYTES))
     return upload_gguf_checked(request)
 
@@ -105,7 +106,7 @@ class _HeadCapHandler(SizeLimitUploadHandler):
 
 
 @csrf_protect
-def upload_gguf_checked(request: HttpRequest) -> HttpResponse:
+def upload_gguf_checked(request: HtmxHttpRequest) -> HttpResponse:
     form = GgufUploadForm(request.POST, request.FILES)
     if not form.is_valid():
         return _size_error(request, "Choose a GGUF file to upload.")
@@ -132,7 +133,6 @@ def calibration(model_name: str, flags: ServerFlags, compute_estimate: int) -> d
     """What launched servers reported for this model: the exact flags if measured, else a
     correction of the compute-buffer estimate (the median reported/estimated ratio)."""
     from benchmarks.models import CalibrationPoint
-    from benchmarks.sweeps.running import flags_key
 
     points = list(CalibrationPoint.objects.filter(model_name=model_name).order_by("-created_at")[:200])
     exact = next((p for p in points if p.flags_key == flags_key(flags)), None)
@@ -162,14 +162,14 @@ def _page_context(form: SizingForm) -> dict[str, object]:
     }
 
 
-def _size_error(request: HttpRequest, message: str) -> HttpResponse:
+def _size_error(request: HtmxHttpRequest, message: str) -> HttpResponse:
     context = _page_context(SizingForm()) | {"upload_error": message}
     return render(request, "sizing/size.html", context, status=400)
 
 
 @login_required
 @require_POST
-def share(request: HttpRequest) -> HttpResponse:
+def share(request: HtmxHttpRequest) -> HttpResponse:
     query = request.POST.get("query", "")
     form = SizingForm(QueryDict(query))
     if not form.is_valid() or form.inputs is None:
@@ -189,14 +189,14 @@ def share(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-def snapshot_page(request: HttpRequest, slug: str) -> HttpResponse:
+def snapshot_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
     snapshot = get_object_or_404(SizingSnapshot, slug=slug)
     live_url = f"{reverse('sizing')}?{urlencode(snapshot.inputs, doseq=True)}"
     return render(request, "sizing/snapshot.html", {"snapshot": snapshot, "live_url": live_url})
 
 
 @require_GET
-def explain_run(request: HttpRequest, pk: int) -> HttpResponse:
+def explain_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Open the sizing for a run's model, GPU, flags and workload."""
     run = get_object_or_404(Run, pk=pk)
     flags = flags_from_run(run)

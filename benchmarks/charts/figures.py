@@ -337,3 +337,14 @@ def regressions(
                     )
                 )
     return sorted(found, key=lambda r: r.change)
+
+
+def failures_by_day(days: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The home page's bars: per day, the runs with a failed request over all runs."""
+    x = [str(d["day"]) for d in days]
+    failed = {"type": "bar", "name": "runs with failures", "x": x, "y": [d["failed"] for d in days]}
+    total = {"type": "bar", "name": "all runs", "x": x, "y": [d["total"] for d in days]}
+    return {
+        "data": [{**failed, "marker": {"color": FAIL_COLOR}}, {**total, "marker": {"color": "#c9d4e0"}}],
+        "layout": {"barmode": "overlay", "margin": {"t": 30}, "legend": {"orientation": "h"}},
+    }

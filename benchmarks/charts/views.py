@@ -13,18 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import plotly
-from django import forms
 from django.db.models import Avg, Count, F, FloatField, QuerySet, Window
 from django.db.models.functions import Cast, NullIf, RowNumber, TruncDate
-from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
+from django.http import FileResponse, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from ..history.forms import CompareForm, RunFilterForm
+from kvlab.http import HtmxHttpRequest
+
+from ..history.forms import CompareForm
 from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
 from . import figures
+from .forms import ChartForm, LoadCurveForm, RegressionForm
 
 MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
@@ -48,7 +50,7 @@ VALUE_FIELDS = (
 
 
 @require_GET
-def plotly_js(request: HttpRequest) -> FileResponse:
+def plotly_js(request: HtmxHttpRequest) -> FileResponse:
     """Plotly's JavaScript from the installed package: kvlab works offline."""
     response = FileResponse(PLOTLY_JS.open("rb"), content_type="text/javascript")
     response["Cache-Control"] = "public, max-age=31536000, immutable"
@@ -59,28 +61,12 @@ def with_success_rate(runs: QuerySet[Run]) -> QuerySet[Run]:
     return runs.annotate(success_rate=Cast(F("n_ok"), FloatField()) / NullIf(F("n_requests"), 0))
 
 
-class ChartForm(RunFilterForm):
-    metric = forms.ChoiceField(choices=[(m.key, m.label) for m in figures.METRICS.values()], required=False)
-    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)
-    x0 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown from")
-    x1 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown to")
-    sort = None  # type: ignore[assignment]
-    per_page = None  # type: ignore[assignment]
-    page = None  # type: ignore[assignment]
-
-    def metric_obj(self) -> figures.Metric:
-        return figures.METRICS[self.cleaned_data.get("metric") or "tok_s"]
-
-    def grouping(self) -> str:
-        return self.cleaned_data.get("group") or "label"
-
-
-def _render(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
-    partial = f"{template}#chart" if getattr(request, "htmx", False) else template
+def _render(request: HtmxHttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
+    partial = f"{template}#chart" if request.htmx else template
     return render(request, partial, context, status=status)
 
 
-def _download(request: HttpRequest, rows: list[dict[str, Any]], name: str) -> HttpResponse | None:
+def _download(request: HtmxHttpRequest, rows: list[dict[str, Any]], name: str) -> HttpResponse | None:
     fmt = request.GET.get("format")
     if fmt == "json":
         response = JsonResponse({"rows": rows}, json_dumps_params={"default": str})
@@ -98,7 +84,7 @@ def _download(request: HttpRequest, rows: list[dict[str, Any]], name: str) -> Ht
 
 
 @require_GET
-def timeline(request: HttpRequest) -> HttpResponse:
+def timeline(request: HtmxHttpRequest) -> HttpResponse:
     form = ChartForm(request.GET)
     context: dict[str, Any] = {"form": form, "page_title": "Timeline"}
     if not form.is_valid():
@@ -141,7 +127,7 @@ def _flat(row: dict[str, Any], metric: figures.Metric) -> dict[str, Any]:
 
 
 @require_GET
-def compare_chart(request: HttpRequest) -> HttpResponse:
+def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
     form = CompareForm(request.GET)
     context: dict[str, Any] = {"form": form, "page_title": "Compare"}
     if not form.is_valid():
@@ -162,19 +148,8 @@ def compare_chart(request: HttpRequest) -> HttpResponse:
     return _render(request, "charts/compare.html", context)
 
 
-class LoadCurveForm(forms.Form):
-    model = forms.ChoiceField(required=False)
-    gpu = forms.CharField(label="GPU", required=False, max_length=200)
-    label = forms.CharField(required=False, max_length=200)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        models = Run.objects.order_by("model").values_list("model", flat=True).distinct()
-        self.fields["model"].choices = [("", "— pick a model —")] + [(m, m) for m in models]
-
-
 @require_GET
-def load_curve(request: HttpRequest) -> HttpResponse:
+def load_curve(request: HtmxHttpRequest) -> HttpResponse:
     form = LoadCurveForm(request.GET)
     context: dict[str, Any] = {"form": form, "page_title": "Load curve"}
     if not form.is_valid():
@@ -206,31 +181,12 @@ def load_curve(request: HttpRequest) -> HttpResponse:
     return _render(request, "charts/load_curve.html", context)
 
 
-class RegressionForm(forms.Form):
-    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)
-    window = forms.IntegerField(min_value=2, max_value=100, required=False, initial=10)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for metric in figures.METRICS.values():
-            self.fields[f"t_{metric.key}"] = forms.FloatField(
-                min_value=0, max_value=1000, required=False, initial=5, label=f"{metric.label} threshold (%)"
-            )
-
-    def thresholds(self) -> dict[str, float]:
-        return {
-            m.key: (self.cleaned_data.get(f"t_{m.key}") if self.cleaned_data.get(f"t_{m.key}") is not None else 5.0)
-            / 100
-            for m in figures.METRICS.values()
-        }
-
-
 @require_GET
-def regressions(request: HttpRequest) -> HttpResponse:
+def regressions(request: HtmxHttpRequest) -> HttpResponse:
     form = RegressionForm(request.GET)
     context: dict[str, Any] = {"form": form, "page_title": "Regressions"}
     if not form.is_valid():
-        return render(request, "charts/regressions.html", context, status=400)
+        return _render(request, "charts/regressions.html", context, status=400)
     grouping = form.cleaned_data.get("group") or "label"
     fields = figures.GROUPINGS[grouping][1]
     window = form.cleaned_data.get("window") or 10
@@ -253,11 +209,11 @@ def regressions(request: HttpRequest) -> HttpResponse:
         row["group"] = figures.group_name(row, grouping)
     found = figures.regressions(rows, list(figures.METRICS.values()), form.thresholds(), window=window)
     context.update(found=found, grouping=grouping, n_groups=len({r["group"] for r in rows}))
-    return render(request, "charts/regressions.html", context)
+    return _render(request, "charts/regressions.html", context)
 
 
 @require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: HtmxHttpRequest) -> HttpResponse:
     latest = list(Run.objects.order_by("-started_at", "-id")[:10])
     since = timezone.now() - timedelta(days=30)
     failures = list(
@@ -274,18 +230,6 @@ def home(request: HttpRequest) -> HttpResponse:
     )
     trend_rows.sort(key=lambda r: (figures.group_name(r, "label"), r["started_at"], r["pk"]))
     trend = figures.timeline(trend_rows, figures.METRICS["tok_s"], "label") if trend_rows else None
-    failure_figure = (
-        {
-            "data": [
-                {"type": "bar", "name": "runs with failures", "x": [str(f["day"]) for f in failures],
-                 "y": [f["failed"] for f in failures], "marker": {"color": figures.FAIL_COLOR}},
-                {"type": "bar", "name": "all runs", "x": [str(f["day"]) for f in failures],
-                 "y": [f["total"] for f in failures], "marker": {"color": "#c9d4e0"}},
-            ],
-            "layout": {"barmode": "overlay", "margin": {"t": 30}, "legend": {"orientation": "h"}},
-        }
-        if failures
-        else None
-    )  # fmt: skip
+    failure_figure = figures.failures_by_day(failures) if failures else None
     context = {"latest": latest, "trend": trend, "failure_figure": failure_figure, "since": since}
     return render(request, "charts/home.html", context)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -134,8 +134,7 @@ def _store(parsed: ParsedFile, meta: dict[str, Any]) -> FileImport:
                 touched_existing.append(existing[key])
     _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
     for run in touched_existing:
-        apply_summary(run, run.requests.values_list(*REQUEST_FIELD_NAMES).order_by())
-        run.save()
+        run.refresh_summary()
 
     file_import.n_imported = len(rows)
     file_import.n_duplicate = parsed.n_records - len(rows)
@@ -177,11 +176,6 @@ def _fill_missing_run_values(stored: Run, parsed_run: ParsedRun) -> bool:
             setattr(stored, RUN_COLUMNS[name], value)
             filled = True
     return filled
-
-
-def apply_summary(run: Run, requests: Iterable[Sequence[Any]]) -> None:
-    for name, value in summarize(requests, run.wall_s)._asdict().items():
-        setattr(run, name, value)
 
 
 def _known_requests(run_ids: list[int]) -> dict[int, tuple[set[tuple[str, int]], int]]:

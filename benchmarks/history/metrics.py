@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
+
+T = TypeVar("T", int, float)
 
 # Positions in a request tuple, in records.REQUEST_FIELD_NAMES order:
 # (ts, ok, http_status, error, error_type, prompt_tokens, n_predict, output_tokens,
@@ -77,10 +79,17 @@ def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) 
     )
 
 
-def nearest_rank(ordered: Sequence[float], p: int) -> float | None:
-    """The p-th percentile of sorted values by the nearest-rank method."""
-    if not ordered:
-        return None
+def nearest_rank(ordered: Sequence[T], p: int) -> T | None:
+    """The p-th percentile (0 < p <= 100) of sorted values by the nearest-rank method.
+
+    The value at rank ceil(p/100 × n), computed in integers so it is exact for any n:
+    always a value that was measured, never an interpolation.
+    """
+    return at_rank(ordered, p) if ordered else None
+
+
+def at_rank(ordered: Sequence[T], p: int) -> T:
+    """nearest_rank of a non-empty sequence."""
     return ordered[max(0, -(-p * len(ordered) // 100) - 1)]
 
 
@@ -114,5 +123,5 @@ def distribution(values: Iterable[float | None]) -> Distribution | None:
         mean=sum(data) / n,
         minimum=data[0],
         maximum=data[-1],
-        percentiles={p: data[max(0, -(-p * n // 100) - 1)] for p in wanted},  # nearest_rank
+        percentiles={p: at_rank(data, p) for p in wanted},
     )

@@ -9,15 +9,15 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
-from django_htmx.middleware import HtmxDetails
 
+from kvlab.http import HtmxHttpRequest
 from kvlab.uploads import SizeLimitUploadHandler, declared_length
 
 from ..models import FileImport, RequestResult, Run
@@ -29,10 +29,6 @@ from .metrics import distribution
 
 REQUESTS_PER_PAGE = 200
 REJECTS_PER_PAGE = 500
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
 
 
 @require_GET
@@ -51,7 +47,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 @require_GET
-def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
     page = Paginator(run.requests.order_by("seq"), REQUESTS_PER_PAGE).get_page(request.GET.get("page"))
     failures = run.requests.filter(ok=False).values("error_type").annotate(n=Count("id")).order_by("-n", "error_type")
@@ -76,7 +72,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_GET
-def run_compare(request: HttpRequest) -> HttpResponse:
+def run_compare(request: HtmxHttpRequest) -> HttpResponse:
     form = CompareForm(request.GET)
     if not form.is_valid():
         return render(request, "benchmarks/run_compare.html", {"form": form}, status=400)
@@ -104,7 +100,7 @@ def run_compare(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-def export_download(request: HttpRequest) -> HttpResponse:
+def export_download(request: HtmxHttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET)
     if not form.is_valid():
         return render(request, "benchmarks/run_list.html", {"form": form, "page": None}, status=400)
@@ -112,7 +108,7 @@ def export_download(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-def run_export(request: HttpRequest, pk: int) -> HttpResponse:
+def run_export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
     return _jsonl_download(Run.objects.filter(pk=run.pk), f"kvlab-run-{run.pk}")
 
@@ -125,18 +121,18 @@ def _jsonl_download(runs: QuerySet[Run], name: str) -> StreamingHttpResponse:
 
 
 @require_GET
-def import_list(request: HttpRequest) -> HttpResponse:
+def import_list(request: HtmxHttpRequest) -> HttpResponse:
     page = Paginator(FileImport.objects.select_related("user"), 50).get_page(request.GET.get("page"))
     return render(request, "benchmarks/import_list.html", {"page": page})
 
 
 @require_GET
-def import_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def import_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     file_import = get_object_or_404(FileImport.objects.select_related("user"), pk=pk)
     return _render_import(request, file_import)
 
 
-def _render_import(request: HttpRequest, file_import: FileImport, status: int = 200) -> HttpResponse:
+def _render_import(request: HtmxHttpRequest, file_import: FileImport, status: int = 200) -> HttpResponse:
     rejects = Paginator(file_import.rejected_lines.all(), REJECTS_PER_PAGE).get_page(request.GET.get("page"))
     context = {"file_import": file_import, "rejects": rejects}
     return render(request, "benchmarks/import_detail.html", context, status=status)
@@ -145,7 +141,7 @@ def _render_import(request: HttpRequest, file_import: FileImport, status: int = 
 @csrf_exempt  # CSRF is checked by import_upload_checked, after the size limit is in place
 @login_required
 @require_http_methods(["GET", "POST"])
-def import_upload(request: HttpRequest) -> HttpResponse:
+def import_upload(request: HtmxHttpRequest) -> HttpResponse:
     limit = settings.KVLAB_UPLOAD_MAX_BYTES
     if request.method == "POST":
         if declared_length(request) > limit:
@@ -155,7 +151,7 @@ def import_upload(request: HttpRequest) -> HttpResponse:
 
 
 @csrf_protect
-def import_upload_checked(request: HttpRequest) -> HttpResponse:
+def import_upload_checked(request: HtmxHttpRequest) -> HttpResponse:
     limit = settings.KVLAB_UPLOAD_MAX_BYTES
     if request.method == "GET":
         return render(request, "benchmarks/import_form.html", {"form": ImportForm(), "limit": limit})
@@ -174,12 +170,12 @@ def import_upload_checked(request: HttpRequest) -> HttpResponse:
         f"into {file_import.n_runs} runs.",
     )
     url = reverse("import-detail", args=[file_import.pk])
-    if getattr(request, "htmx", False):
+    if request.htmx:
         return HttpResponseClientRedirect(url)
     return HttpResponseRedirect(url)
 
 
-def _too_large(request: HttpRequest, limit: int) -> HttpResponse:
+def _too_large(request: HtmxHttpRequest, limit: int) -> HttpResponse:
     form = ImportForm()
     context: dict[str, Any] = {"form": form, "limit": limit, "too_large": True}
     return render(request, "benchmarks/import_form.html", context, status=413)

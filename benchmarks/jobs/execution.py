@@ -2,9 +2,10 @@
 
 The Celery task is a thin adapter around execute_job. Requests run in an asyncio
 loop on a helper thread (aiohttp); this thread owns the database: it stores each
-outcome as it arrives, writes a heartbeat, and notices a cancel request. A job is
-claimed with a conditional UPDATE, so a redelivered task cannot run it twice; a job
-whose worker dies stops its heartbeat and is failed by reap_stale_jobs.
+outcome as it arrives, writes a heartbeat, and notices a cancel request. The two
+share one typed _Wave. A job is claimed with a conditional UPDATE (models.work), so a
+redelivered task cannot run it twice; a job whose worker dies stops its heartbeat
+and is failed by lifecycle.reap_stale_jobs.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -25,115 +26,68 @@ from django.utils import timezone
 
 from sizing.cmdline import parse_command
 
-from ..history.importer import apply_summary
+from ..history.errors import OTHER
 from ..history.records import REQUEST_FIELD_NAMES, content_hash
 from ..models import Job, RequestResult, Run
-from .client.probe import probe, tokenize_async
+from .client.probe import probe, synthetic_prompt
 from .client.stream import Outcome, session_for, stream_completion
 from .client.target import Target, TargetRefused, resolve_target
 
 log = logging.getLogger(__name__)
-SYNTHETIC_TEXT = "The quick brown fox jumps over the lazy dog while the benchmark measures every token it reads. "
 MAX_RECENT_ERRORS = 10
-
-
-def claim(job_id: int, worker: str) -> bool:
-    now = timezone.now()
-    return (
-        Job.objects.filter(pk=job_id, state=Job.State.QUEUED, cancel_requested=False).update(
-            state=Job.State.RUNNING,
-            claimed_at=now,
-            heartbeat_at=now,
-            worker=worker[:200],
-            attempts=F("attempts") + 1,
-        )
-        == 1
-    )
-
-
-def finish(job: Job, state: str, error: str = "") -> bool:
-    """Move a running job to a final state (only from running: never twice)."""
-    return (
-        Job.objects.filter(pk=job.pk, state=Job.State.RUNNING).update(
-            state=state, finished_at=timezone.now(), error=error[:5000], n_running=0
-        )
-        == 1
-    )
 
 
 def execute_job(job_id: int, worker: str = "") -> str:
     """Run one job to its end; returns its final state. Safe to call twice."""
-    if not claim(job_id, worker):
+    if not Job.claim(job_id, worker, claimed_at=timezone.now(), attempts=F("attempts") + 1):
         log.info("job %s was not queued (already claimed, cancelled or unknown); skipping", job_id)
         return Job.objects.filter(pk=job_id).values_list("state", flat=True).first() or "missing"
     job = Job.objects.select_related("server").get(pk=job_id)
     try:
-        target = resolve_target(job.server.base_url)
+        target = resolve_target(job.base_url)
     except TargetRefused as exc:
-        finish(job, Job.State.FAILED, f"the server may not be contacted: {exc}")
+        _finish(job, Job.State.FAILED, f"the server may not be contacted: {exc}")
         return Job.State.FAILED
     try:  # claimed: from here on, every path ends the job
         return _run(job, target)
     except Exception as exc:  # recorded, never a job left running
         log.exception("job %s failed", job_id)
-        finish(job, Job.State.FAILED, f"{type(exc).__name__}: {exc}")
+        _finish(job, Job.State.FAILED, f"{type(exc).__name__}: {exc}")
         return Job.State.FAILED
+
+
+def _finish(job: Job, state: str, error: str = "") -> None:
+    Job.finish(job.pk, state, error, n_running=0)
 
 
 def _run(job: Job, target: Target) -> str:
     params = job.params
-    api_key = job.server.api_key
+    api_key = job.server.api_key if job.server else ""
     server_info = probe(target, api_key)
     if not server_info.get("reachable"):
-        finish(job, Job.State.FAILED, f"the server is not reachable: {server_info.get('error', 'no answer')}")
+        _finish(job, Job.State.FAILED, f"the server is not reachable: {server_info.get('error', 'no answer')}")
         return Job.State.FAILED
-    job.server.last_probe, job.server.last_probed_at = server_info, timezone.now()
-    job.server.save(update_fields=["last_probe", "last_probed_at"])
-    prompts = _prompts(params, target, api_key)
+    if job.server:
+        job.server.last_probe, job.server.last_probed_at = server_info, timezone.now()
+        job.server.save(update_fields=["last_probe", "last_probed_at"])
+    prompts: list[Any] = (
+        [synthetic_prompt(target, int(params["prompt_tokens"]), api_key)]
+        if params.get("prompt_tokens")
+        else list(params["prompts"])
+    )
     repeats = int(params.get("repeats", 1))
     n_requests = int(params["requests"])
     Job.objects.filter(pk=job.pk).update(n_total=repeats * n_requests)
     final_state = Job.State.SUCCEEDED
     for repeat in range(repeats):
         run = _new_run(job, server_info, repeat, repeats)
-        outcome_state = _run_wave(job, target, api_key, run, prompts, n_requests)
-        _close_run(run)
-        if outcome_state != Job.State.SUCCEEDED:
-            final_state = outcome_state
+        final_state = _run_wave(job, target, api_key, run, prompts, n_requests)
+        run.refresh_summary()
+        if final_state != Job.State.SUCCEEDED:
             break
-    if final_state == Job.State.CANCELLED:
-        finish(job, Job.State.CANCELLED, "cancelled by a user; finished requests are kept")
-    else:
-        finish(job, final_state)
+    cancelled = final_state == Job.State.CANCELLED
+    _finish(job, final_state, "cancelled by a user; finished requests are kept" if cancelled else "")
     return final_state
-
-
-def _prompts(params: dict[str, Any], target: Target, api_key: str) -> list[Any]:
-    if params.get("prompt_tokens"):
-        n = int(params["prompt_tokens"])
-        return [asyncio.run(_synthetic_ids(target, api_key, n))]
-    return list(params["prompts"])
-
-
-async def _synthetic_ids(target: Target, api_key: str, n: int) -> list[int]:
-    """Exactly n token ids from the server's own tokenizer, used as given (no BOS added)."""
-    text = SYNTHETIC_TEXT
-    async with session_for(target, limit=1, api_key=api_key) as session:
-        while True:
-            async with session.post(
-                target.url("/tokenize"), json={"content": text, "add_special": False}, allow_redirects=False
-            ) as response:
-                data = await response.json(content_type=None)
-            ids = data.get("tokens") if isinstance(data, dict) else None
-            if not isinstance(ids, list) or not ids:
-                raise RuntimeError(f"/tokenize answered HTTP {response.status} without tokens")
-            if len(ids) >= n:
-                return [int(i) for i in ids[:n]]
-            text = text * (n // len(ids) + 2)
-
-
-def measure_prompts(target: Target, prompts: list[str], api_key: str = "") -> list[int]:
-    return asyncio.run(tokenize_async(target, prompts, api_key))
 
 
 def _new_run(job: Job, server_info: dict[str, Any], repeat: int, repeats: int) -> Run:
@@ -146,13 +100,13 @@ def _new_run(job: Job, server_info: dict[str, Any], repeat: int, repeats: int) -
     model_path = str(props.get("model_path") or "unknown")
     # The server's flags, as registered with it; /props and /slots cannot tell a
     # unified pool from per-slot caches, so the launch command is the source.
-    declared = parse_command(job.server.launch_command).flags if job.server.launch_command else None
+    declared = parse_command(job.launch_command).flags if job.launch_command else None
     return Run.objects.create(
         key=f"job-{job.pk}{suffix}",
         source=Run.Source.EXECUTED,
         label=job.label or f"job {job.pk}",
         model=model_path.rsplit("/", 1)[-1][:200] or "unknown",
-        gpu=job.server.gpu[:200],
+        gpu=job.gpu[:200],
         parallel=total_slots if isinstance(total_slots, int) and total_slots > 0 else None,
         ctx_size=declared.ctx_size if declared else None,
         kv_unified=(declared.kv_unified if declared.parallel else True) if declared else None,
@@ -166,20 +120,46 @@ def _new_run(job: Job, server_info: dict[str, Any], repeat: int, repeats: int) -
     )
 
 
+@dataclass
+class _Wave:
+    """What the request loop (on its own thread) and the recording thread share.
+
+    The loop puts each outcome on `outcomes` and None when it is done, keeps `running`
+    current and keeps an unexpected `error`; the recording thread owns the database
+    and calls cancel() to stop sending and abandon the requests in flight.
+    """
+
+    outcomes: queue.Queue[tuple[int, Outcome] | None] = field(default_factory=queue.Queue)
+    stop: threading.Event = field(default_factory=threading.Event)
+    running: int = 0
+    error: BaseException | None = None
+    _loop: asyncio.AbstractEventLoop | None = None
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def started(self, loop: asyncio.AbstractEventLoop, tasks: list[asyncio.Task[None]]) -> None:
+        self._loop, self._tasks = loop, tasks
+
+    def cancel(self) -> None:
+        self.stop.set()  # requests not yet sent are never sent
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._cancel_tasks)
+
+    def _cancel_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+
+
 def _run_wave(job: Job, target: Target, api_key: str, run: Run, prompts: list[Any], n_requests: int) -> str:
     """Send n_requests at the job's concurrency; store outcomes as they come."""
-    params = job.params
-    outcomes: queue.Queue[tuple[int, Outcome] | None] = queue.Queue()
-    stop = threading.Event()
-    holder: dict[str, Any] = {}
+    wave = _Wave()
 
     def driver() -> None:
         try:
-            asyncio.run(_drive(target, api_key, params, prompts, n_requests, outcomes, stop, holder))
-        except BaseException as exc:  # reported to the owning thread
-            holder["error"] = exc
+            asyncio.run(_drive(target, api_key, job.params, prompts, n_requests, wave))
+        except BaseException as exc:  # reported to the recording thread
+            wave.error = exc
         finally:
-            outcomes.put(None)
+            wave.outcomes.put(None)
 
     thread = threading.Thread(target=driver, name=f"job-{job.pk}-requests", daemon=True)
     thread.start()
@@ -189,39 +169,28 @@ def _run_wave(job: Job, target: Target, api_key: str, run: Run, prompts: list[An
     cancelled = False
     while True:
         try:
-            item = outcomes.get(timeout=0.5)
+            item = wave.outcomes.get(timeout=max(0.0, next_beat - time.monotonic()))
         except queue.Empty:
-            item = ()  # type: ignore[assignment]
-        if item is None:
-            break
-        if item:
+            pass
+        else:
+            if item is None:
+                break
             index, outcome = item
             recorder.store(index, outcome)
             _progress(job, outcome)
         if time.monotonic() >= next_beat:
             next_beat = time.monotonic() + heartbeat
-            Job.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now(), n_running=holder.get("running", 0))
-            if not cancelled and Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
+            if Job.beat(job.pk, n_running=wave.running) and not cancelled:
                 cancelled = True
-                stop.set()
-                loop = holder.get("loop")
-                if loop is not None:
-                    loop.call_soon_threadsafe(lambda: [t.cancel() for t in holder.get("tasks", [])])
+                wave.cancel()
     thread.join(timeout=30)
-    if "error" in holder and not cancelled:
-        raise holder["error"]
+    if wave.error is not None and not cancelled:
+        raise wave.error
     return Job.State.CANCELLED if cancelled else Job.State.SUCCEEDED
 
 
 async def _drive(
-    target: Target,
-    api_key: str,
-    params: dict[str, Any],
-    prompts: list[Any],
-    n_requests: int,
-    outcomes: queue.Queue[tuple[int, Outcome] | None],
-    stop: threading.Event,
-    holder: dict[str, Any],
+    target: Target, api_key: str, params: dict[str, Any], prompts: list[Any], n_requests: int, wave: _Wave
 ) -> None:
     concurrency = int(params["concurrency"])
     deadline = float(params.get("timeout_s", 600))
@@ -231,27 +200,25 @@ async def _drive(
         "cache_prompt": bool(params.get("cache_prompt", False)),
     }
     semaphore = asyncio.Semaphore(concurrency)
-    holder["loop"] = asyncio.get_running_loop()
-    holder["running"] = 0
 
     async with session_for(target, limit=concurrency, api_key=api_key) as session:
 
         async def one(index: int) -> None:
             async with semaphore:
-                if stop.is_set():
+                if wave.stop.is_set():
                     return
-                holder["running"] += 1
+                wave.running += 1
                 try:
                     payload = {**payload_base, "prompt": prompts[index % len(prompts)]}
                     outcome = await stream_completion(session, target, payload, deadline_s=deadline)
                 except Exception as exc:  # no request is ever lost: an unexpected failure is an outcome
-                    outcome = Outcome(ok=False, error_type="other", error=f"{type(exc).__name__}: {exc}")
+                    outcome = Outcome(ok=False, error_type=OTHER, error=f"{type(exc).__name__}: {exc}")
                 finally:
-                    holder["running"] -= 1
-                outcomes.put((index, outcome))
+                    wave.running -= 1
+                wave.outcomes.put((index, outcome))
 
         tasks = [asyncio.create_task(one(i)) for i in range(n_requests)]
-        holder["tasks"] = tasks
+        wave.started(asyncio.get_running_loop(), tasks)
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
@@ -310,32 +277,3 @@ def _progress(job: Job, outcome: Outcome) -> None:
             errors.append({"status": outcome.http_status, "type": outcome.error_type, "error": outcome.error[:300]})
             current.recent_errors = errors
             current.save(update_fields=["recent_errors"])
-
-
-def _close_run(run: Run) -> None:
-    apply_summary(run, run.requests.values_list(*REQUEST_FIELD_NAMES).order_by("seq"))
-    run.save()
-
-
-def reap_stale_jobs(max_silence_s: int | None = None, now_fn: Callable[[], Any] = timezone.now) -> list[int]:
-    """Fail running jobs whose heartbeat stopped (worker killed or lost). Returns their ids."""
-    silence = timedelta(seconds=max_silence_s if max_silence_s is not None else settings.KVLAB_JOB_STALE_S)
-    cutoff = now_fn() - silence
-    stale = list(Job.objects.filter(state=Job.State.RUNNING, heartbeat_at__lt=cutoff).values_list("pk", "heartbeat_at"))
-    reaped = []
-    for pk, heartbeat in stale:
-        recorded = RequestResult.objects.filter(run__job_id=pk).count()
-        updated = Job.objects.filter(pk=pk, state=Job.State.RUNNING, heartbeat_at=heartbeat).update(
-            state=Job.State.FAILED,
-            finished_at=now_fn(),
-            n_running=0,
-            error=(
-                f"the worker stopped sending heartbeats (last at {heartbeat:%Y-%m-%d %H:%M:%S} UTC): it was killed "
-                f"or lost; {recorded} request result(s) were recorded and are kept"
-            ),
-        )
-        if updated:
-            for run in Run.objects.filter(job_id=pk):
-                _close_run(run)
-            reaped.append(pk)
-    return reaped

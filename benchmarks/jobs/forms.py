@@ -105,6 +105,29 @@ class JobForm(forms.Form):
         return params
 
 
+class CommandJobForm(JobForm):
+    """The job form of `manage.py bench`: the server by name or base URL, everything else as on the web.
+
+    A base URL that is not registered is measured as it is (the job records the address);
+    no Server row is created for it.
+    """
+
+    server = forms.CharField(max_length=300, help_text="a registered server's name, or a base URL")  # type: ignore[assignment]
+
+    def clean_server(self) -> Server | str:
+        ref = self.cleaned_data["server"].strip()
+        server = Server.objects.filter(name=ref).first() or Server.objects.filter(base_url=ref.rstrip("/")).first()
+        if server:
+            return server
+        if "://" not in ref:
+            raise forms.ValidationError(f"no server is registered as {ref!r}; give its name or a base URL")
+        try:
+            resolve_target(ref)
+        except TargetRefused as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return ref.rstrip("/")
+
+
 def parse_prompt_file(raw: bytes) -> list[str]:
     """Prompts from a file: one per line, or JSONL objects with a "prompt" string."""
     try:

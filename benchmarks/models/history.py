@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from ..history.metrics import summarize
 from ..history.outcomes import outcome_of
 from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 
@@ -84,6 +85,13 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+    def refresh_summary(self) -> None:
+        """Recompute the aggregates from the stored requests (metrics.summarize) and save the run."""
+        requests = self.requests.values_list(*REQUEST_FIELD_NAMES).order_by("seq")
+        for name, value in summarize(requests, self.wall_s)._asdict().items():
+            setattr(self, name, value)
+        self.save()
 
     def record_values(self) -> dict[str, Any]:
         """The run's fields under their canonical record names, absent ones as None."""

@@ -6,6 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
+from .work import Work
+
 
 class Server(models.Model):
     name = models.CharField(max_length=100, unique=True)
@@ -45,34 +47,18 @@ class Server(models.Model):
         return self.queue or settings.CELERY_TASK_DEFAULT_QUEUE
 
 
-class WorkState(models.TextChoices):
-    """The life of a job or a sweep."""
+class Job(Work):
+    """A workload run against one llama-server: a registered server, or a sweep's own launch."""
 
-    QUEUED = "queued"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class Job(models.Model):
-    State = WorkState
-
-    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
-
-    server = models.ForeignKey(Server, on_delete=models.PROTECT, related_name="jobs")
+    # Null for a sweep's temporary server: the job records the address it measured.
+    server = models.ForeignKey(Server, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
+    base_url = models.URLField("base URL", max_length=300, help_text="the address the requests went to")
+    launch_command = models.TextField(blank=True, help_text="the server's command line: each run's configuration")
+    gpu = models.CharField("GPU", max_length=200, blank=True)
     label = models.CharField(max_length=200, blank=True)
     params = models.JSONField(help_text="the validated job form: prompts, n_predict, concurrency, ...")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
     claimed_at = models.DateTimeField(null=True)
-    heartbeat_at = models.DateTimeField(null=True)
-    finished_at = models.DateTimeField(null=True)
-    worker = models.CharField(max_length=200, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
-    cancel_requested = models.BooleanField(default=False)
-    error = models.TextField(blank=True)
     n_total = models.PositiveIntegerField(default=0)
     n_done = models.PositiveIntegerField(default=0)
     n_failed = models.PositiveIntegerField(default=0)
@@ -98,8 +84,8 @@ class Job(models.Model):
         return f"job {self.pk} ({self.state})"
 
     @property
-    def finished(self) -> bool:
-        return self.state in self.FINISHED
+    def target_name(self) -> str:
+        return self.server.name if self.server_id and self.server else self.base_url
 
     @property
     def progress_percent(self) -> int:

@@ -6,7 +6,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from .jobs import WorkState
+from .jobs import Job
+from .work import Work, WorkState
 
 
 class LaunchHost(models.Model):
@@ -38,24 +39,12 @@ class LaunchHost(models.Model):
         return self.queue or settings.CELERY_TASK_DEFAULT_QUEUE
 
 
-class Sweep(models.Model):
-    State = WorkState
-
-    FINISHED = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
-
+class Sweep(Work):
     host = models.ForeignKey(LaunchHost, on_delete=models.PROTECT, related_name="sweeps")
     model_file = models.CharField(max_length=500, help_text="a GGUF file name inside the host's models directory")
     label = models.CharField(max_length=200, blank=True)
     params = models.JSONField(help_text="workload: prompt, n_predict, concurrencies, requests, repeats, timeout")
     preference = models.CharField(max_length=16, default="throughput")
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    heartbeat_at = models.DateTimeField(null=True)
-    finished_at = models.DateTimeField(null=True)
-    worker = models.CharField(max_length=200, blank=True)
-    cancel_requested = models.BooleanField(default=False)
-    error = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -67,9 +56,13 @@ class Sweep(models.Model):
     def __str__(self) -> str:
         return f"sweep {self.pk} ({self.state})"
 
-    @property
-    def finished(self) -> bool:
-        return self.state in self.FINISHED
+    @classmethod
+    def cancel(cls, pk: int) -> str:
+        """As Work.cancel; a running sweep's running job is asked to stop too."""
+        result = super().cancel(pk)
+        if result == "requested":
+            Job.objects.filter(sweep_config__sweep_id=pk, state=WorkState.RUNNING).update(cancel_requested=True)
+        return result
 
 
 class SweepConfig(models.Model):

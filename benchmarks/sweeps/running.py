@@ -9,61 +9,28 @@ the prediction beside it, and a calibration point.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from django.db.models import Max
 from django.utils import timezone
 
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.hparams import ModelSpecError, model_params
-from sizing.kv import ServerFlags
+from sizing.kv import ServerFlags, flags_key
 from sizing.report import as_json, size
 from sizing.server_log import read_server_log
 from sizing.workload import Workload
 
 from ..jobs import execution
-from ..models import CalibrationPoint, Job, Server, Sweep, SweepConfig
+from ..models import CalibrationPoint, Job, Sweep, SweepConfig
 from . import launcher
 
 log = logging.getLogger(__name__)
 GGUF_HEAD_LIMIT = 256 * 1024 * 1024
 
 
-def flags_key(flags: ServerFlags) -> str:
-    """The flags that decide memory, as one comparable string."""
-    return (
-        f"c={flags.ctx_size} np={flags.parallel} kvu={flags.kv_unified} k={flags.type_k} v={flags.type_v} "
-        f"fa={flags.flash_attn} swa_full={flags.swa_full} ub={flags.n_ubatch} offload={flags.kv_offload}"
-    )
-
-
-def claim(sweep_id: int, worker: str) -> bool:
-    now = timezone.now()
-    return (
-        Sweep.objects.filter(pk=sweep_id, state=Sweep.State.QUEUED, cancel_requested=False).update(
-            state=Sweep.State.RUNNING, heartbeat_at=now, worker=worker[:200]
-        )
-        == 1
-    )
-
-
-def finish(sweep: Sweep, state: str, error: str = "") -> None:
-    Sweep.objects.filter(pk=sweep.pk, state=Sweep.State.RUNNING).update(
-        state=state, finished_at=timezone.now(), error=error[:5000]
-    )
-
-
-def _beat(sweep: Sweep) -> bool:
-    """Write the heartbeat; True when a cancel was asked for."""
-    Sweep.objects.filter(pk=sweep.pk).update(heartbeat_at=timezone.now())
-    return Sweep.objects.filter(pk=sweep.pk, cancel_requested=True).exists()
-
-
 def run_sweep(sweep_id: int, worker: str = "") -> str:
-    if not claim(sweep_id, worker):
+    if not Sweep.claim(sweep_id, worker):
         return Sweep.objects.filter(pk=sweep_id).values_list("state", flat=True).first() or "missing"
     sweep = Sweep.objects.select_related("host").get(pk=sweep_id)
     try:
@@ -72,14 +39,14 @@ def run_sweep(sweep_id: int, worker: str = "") -> str:
             head = read_gguf_head(fh, limit=GGUF_HEAD_LIMIT)
         params = model_params(head.metadata)
     except (launcher.LaunchRefused, GGUFError, ModelSpecError, OSError) as exc:
-        finish(sweep, Sweep.State.FAILED, f"the model cannot be used: {exc}")
+        Sweep.finish(sweep.pk, Sweep.State.FAILED, f"the model cannot be used: {exc}")
         SweepConfig.objects.filter(sweep=sweep, outcome=SweepConfig.Outcome.PENDING).update(
             outcome=SweepConfig.Outcome.CANCELLED, error="the sweep failed before this flag set"
         )
         return Sweep.State.FAILED
     try:
         for config in sweep.configs.order_by("position"):
-            if _beat(sweep):
+            if Sweep.beat(sweep.pk):
                 break
             _run_config(sweep, config, model, params, head.weights_bytes)
         cancelled = Sweep.objects.filter(pk=sweep.pk, cancel_requested=True).exists()
@@ -87,13 +54,13 @@ def run_sweep(sweep_id: int, worker: str = "") -> str:
             outcome=SweepConfig.Outcome.CANCELLED, error="the sweep was cancelled before this flag set"
         )
         if cancelled:
-            finish(sweep, Sweep.State.CANCELLED, "cancelled by a user; finished flag sets are kept")
+            Sweep.finish(sweep.pk, Sweep.State.CANCELLED, "cancelled by a user; finished flag sets are kept")
             return Sweep.State.CANCELLED
-        finish(sweep, Sweep.State.SUCCEEDED)
+        Sweep.finish(sweep.pk, Sweep.State.SUCCEEDED)
         return Sweep.State.SUCCEEDED
     except Exception as exc:  # recorded, never a sweep left running
         log.exception("sweep %s failed", sweep_id)
-        finish(sweep, Sweep.State.FAILED, f"{type(exc).__name__}: {exc}")
+        Sweep.finish(sweep.pk, Sweep.State.FAILED, f"{type(exc).__name__}: {exc}")
         return Sweep.State.FAILED
 
 
@@ -149,7 +116,7 @@ def _run_config(sweep: Sweep, config: SweepConfig, model: Path, params: Any, wei
         _calibrate(config, params, parsed.flags, prediction, reported)
         outcome, error = SweepConfig.Outcome.RAN, ""
         for concurrency in concurrencies:
-            if _beat(sweep):
+            if Sweep.beat(sweep.pk):
                 outcome, error = SweepConfig.Outcome.CANCELLED, "cancelled while it ran; finished requests are kept"
                 break
             state = _run_job(sweep, config, server, concurrency)
@@ -170,15 +137,7 @@ def _run_config(sweep: Sweep, config: SweepConfig, model: Path, params: Any, wei
 
 
 def _run_job(sweep: Sweep, config: SweepConfig, server: launcher.LaunchedServer, concurrency: int) -> str:
-    endpoint, _ = Server.objects.update_or_create(
-        name=f"sweep {sweep.pk} #{config.position}"[:100],
-        defaults={
-            "base_url": server.base_url,
-            "launch_command": "llama-server " + config.command,
-            "gpu": sweep.host.gpu,
-            "notes": f"launched by sweep {sweep.pk} on {sweep.host.name}",
-        },
-    )
+    """The workload at one concurrency, as a job against the launched server's address (no Server row)."""
     job_params = {
         key: sweep.params[key]
         for key in ("n_predict", "requests", "repeats", "timeout_s", "prompt_tokens", "prompts")
@@ -186,13 +145,16 @@ def _run_job(sweep: Sweep, config: SweepConfig, server: launcher.LaunchedServer,
     }
     job_params.update(concurrency=concurrency, cache_prompt=False)
     job = Job.objects.create(
-        server=endpoint,
+        server=None,
+        base_url=server.base_url,
+        launch_command="llama-server " + config.command,
+        gpu=sweep.host.gpu,
         label=f"{sweep.label or f'sweep {sweep.pk}'}: {config.command or 'defaults'} @ {concurrency}",
         params=job_params,
         created_by=sweep.created_by,
         sweep_config=config,
     )
-    # Cancelling the sweep cancels its running job too (see sweep_views.sweep_cancel).
+    # Cancelling the sweep asks its running job to stop too (Sweep.cancel).
     return execution.execute_job(job.pk, worker=sweep.worker)
 
 
@@ -210,25 +172,3 @@ def _calibrate(config: SweepConfig, params: Any, flags: ServerFlags, prediction:
         reported_model_mib=reported.model_mib,
         config=config,
     )
-
-
-def reap_stale_sweeps(max_silence_s: int | None = None) -> list[int]:
-    """Fail running sweeps whose worker stopped: neither the sweep nor its jobs beat lately."""
-    silence = timedelta(seconds=max_silence_s if max_silence_s is not None else settings.KVLAB_JOB_STALE_S)
-    cutoff = timezone.now() - silence
-    reaped = []
-    for sweep in Sweep.objects.filter(state=Sweep.State.RUNNING, heartbeat_at__lt=cutoff):
-        latest_job = Job.objects.filter(sweep_config__sweep=sweep).aggregate(last=Max("heartbeat_at"))["last"]
-        if latest_job and latest_job >= cutoff:
-            continue
-        updated = Sweep.objects.filter(pk=sweep.pk, state=Sweep.State.RUNNING).update(
-            state=Sweep.State.FAILED,
-            finished_at=timezone.now(),
-            error="the worker stopped sending heartbeats (killed or lost); finished flag sets are kept",
-        )
-        if updated:
-            SweepConfig.objects.filter(sweep=sweep, outcome=SweepConfig.Outcome.PENDING).update(
-                outcome=SweepConfig.Outcome.CANCELLED, error="the sweep's worker was lost"
-            )
-            reaped.append(sweep.pk)
-    return reaped

@@ -255,7 +255,7 @@ def run_job_here(fake: FakeServer, prompts: list[str]) -> Job:
     """execute_job in this process (the domain function; no queue needed)."""
     server = Server.objects.create(name="fake", base_url=fake.url)
     params = {"prompts": prompts, "requests": len(prompts), "concurrency": 2, "n_predict": 3, "timeout_s": 3}
-    job = Job.objects.create(server=server, label="faults", params=params)
+    job = Job.objects.create(server=server, base_url=server.base_url, label="faults", params=params)
     execution.execute_job(job.pk, worker="test")
     job.refresh_from_db()
     return job

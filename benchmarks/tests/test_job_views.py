@@ -155,8 +155,8 @@ def test_a_bad_prompt_file_names_the_line(user_client, server):
     assert response.status_code == 400 and "Line 2 of the prompt file has no" in response.content.decode()
 
 
-def test_cancelling_a_queued_job_ends_it_at_once(user_client, server, csrf_client):
-    job = Job.objects.create(server=server, params={"requests": 1})
+def test_cancelling_a_queued_job_ends_it_at_once(user, user_client, server, csrf_client):
+    job = Job.objects.create(server=server, params={"requests": 1}, created_by=user)
     assert csrf_client.post(reverse("job-cancel", args=[job.pk])).status_code == 403  # no CSRF token
     assert user_client.get(reverse("job-cancel", args=[job.pk])).status_code == 405
     user_client.post(reverse("job-cancel", args=[job.pk]))

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.urls import reverse
 
-from benchmarks import tasks
-from benchmarks.jobs import execution
+from benchmarks.jobs import lifecycle
+from benchmarks.jobs.lifecycle import submit_job
 from benchmarks.models import Job, RequestResult, Run, Server
 from kvlab.celery import app as celery_app
 from kvlab.tests.processes import free_port, stop_process
@@ -120,10 +120,7 @@ def submit(server: Server, **params: object) -> Job:
         "cache_prompt": False,
         "timeout_s": 120,
     }
-    with transaction.atomic():
-        job = Job.objects.create(server=server, label="test", params={**defaults, **params})
-        tasks.enqueue(job)
-    return job
+    return submit_job(server=server, label="test", params={**defaults, **params})
 
 
 def wait_for(job: Job, *, finished: bool = True, done: int | None = None, timeout: float = 180) -> Job:
@@ -241,7 +238,7 @@ def test_a_worker_killed_mid_job_does_not_leave_it_running(llama_server_binary, 
             victim.send_signal(signal.SIGKILL)
             victim.wait(timeout=10)
             time.sleep(2.5)  # longer than the 1 s heartbeat
-            assert execution.reap_stale_jobs(max_silence_s=2) == [job.pk]
+            assert lifecycle.reap_stale_jobs(max_silence_s=2) == [job.pk]
     finally:
         if victim.poll() is None:
             victim.kill()
@@ -250,7 +247,7 @@ def test_a_worker_killed_mid_job_does_not_leave_it_running(llama_server_binary, 
     recorded = RequestResult.objects.filter(run__job=job).count()
     assert recorded >= 1 and f"{recorded} request result(s) were recorded" in job.error
     assert Run.objects.get(job=job).n_requests == recorded
-    assert execution.reap_stale_jobs(max_silence_s=2) == []  # never twice
+    assert lifecycle.reap_stale_jobs(max_silence_s=2) == []  # never twice
 
 
 def test_manage_py_bench_waits_and_reports_json(llama_server_binary, tiny_models, worker):

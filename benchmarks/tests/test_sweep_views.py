@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from benchmarks.models import LaunchHost, Sweep, SweepConfig
 from benchmarks.sweeps import launcher
-from benchmarks.sweeps.views import config_rows
+from benchmarks.sweeps.results import config_rows
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from benchmarks.models import CalibrationPoint, Job, LaunchHost, Sweep, SweepConfig
 from benchmarks.sweeps import demo as demo_sweep
-from benchmarks.sweeps.views import create_sweep
+from benchmarks.sweeps.lifecycle import create_sweep
 from sizing.server_log import mib
 
 from .test_jobs_real import broker, start_worker, worker  # noqa: F401, F811  (real worker fixtures)

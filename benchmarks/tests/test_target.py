@@ -99,7 +99,8 @@ def test_an_unparseable_url_is_refused_not_crashed():
 @pytest.mark.django_db
 def test_a_job_for_an_unparseable_stored_url_fails_at_once():
     server = Server.objects.create(name="broken", base_url="http://[::1:8080/")
-    job = Job.objects.create(server=server, params={"prompts": ["a"], "requests": 1, "concurrency": 1, "n_predict": 1})
+    params = {"prompts": ["a"], "requests": 1, "concurrency": 1, "n_predict": 1}
+    job = Job.objects.create(server=server, base_url=server.base_url, params=params)
     assert execution.execute_job(job.pk) == "failed"
     job.refresh_from_db()
     assert job.state == "failed" and "may not be contacted" in job.error

@@ -21,11 +21,11 @@ def objects(tmp_path):
     return {"server": server.pk, "job": job.pk, "host": host.pk, "sweep": sweep.pk}
 
 
-# (url name, args key or None, staff only)
+# (url name, args key or None, staff only; "owner": the user who created it, or staff)
 WRITES = [
     ("import-upload", None, False),
     ("job-new", None, False),
-    ("job-cancel", "job", False),
+    ("job-cancel", "job", "owner"),
     ("sizing-gguf", None, False),
     ("sizing-share", None, False),
     ("server-new", None, True),
@@ -35,7 +35,7 @@ WRITES = [
     ("host-edit", "host", True),
     ("sweep-new", None, True),
     ("sweep-demo", None, True),
-    ("sweep-cancel", "sweep", True),
+    ("sweep-cancel", "sweep", "owner"),
 ]
 
 
@@ -49,7 +49,7 @@ def test_anonymous_users_cannot_write(client, objects, name, key, staff_only):
     assert response.status_code == 302 and "login" in response.url
 
 
-@pytest.mark.parametrize(("name", "key", "staff_only"), [w for w in WRITES if w[2]])
+@pytest.mark.parametrize(("name", "key", "staff_only"), [w for w in WRITES if w[2] is True])
 def test_staff_only_writes_refuse_other_users(objects, name, key, staff_only):
     client = Client()
     client.force_login(User.objects.create_user("plain", password="a-long-test-password"))
@@ -57,6 +57,29 @@ def test_staff_only_writes_refuse_other_users(objects, name, key, staff_only):
     response = client.post(url(name, key, objects), {"name": "x", "base_url": "http://127.0.0.1:1"})
     assert response.status_code == 302 and "login" in response.url
     assert (Server.objects.count(), LaunchHost.objects.count(), Sweep.objects.count()) == before
+
+
+@pytest.mark.parametrize(("name", "key", "model"), [("job-cancel", "job", Job), ("sweep-cancel", "sweep", Sweep)])
+def test_only_its_creator_or_staff_may_cancel_a_job_or_sweep(objects, name, key, model):
+    owner = User.objects.create_user("owner", password="a-long-test-password")
+    model.objects.filter(pk=objects[key]).update(created_by=owner)
+    other = Client()
+    other.force_login(User.objects.create_user("plain", password="a-long-test-password"))
+    assert other.post(url(name, key, objects)).status_code == 403
+    assert model.objects.get(pk=objects[key]).state == "queued"
+    creator = Client()
+    creator.force_login(owner)
+    assert creator.post(url(name, key, objects)).status_code == 302
+    assert model.objects.get(pk=objects[key]).state == "cancelled"
+
+
+@pytest.mark.parametrize(("name", "key", "model"), [("job-cancel", "job", Job), ("sweep-cancel", "sweep", Sweep)])
+def test_staff_may_cancel_anyones_job_or_sweep(objects, name, key, model):
+    staff = Client()
+    staff.force_login(User.objects.create_user("root", password="a-long-test-password", is_staff=True))
+    assert staff.post(url(name, key, objects)).status_code == 302
+    found = model.objects.get(pk=objects[key])
+    assert (found.state, found.error) == ("cancelled", "cancelled before it ran")
 
 
 @pytest.mark.parametrize(("name", "key", "staff_only"), WRITES)

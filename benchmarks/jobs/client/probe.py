@@ -1,4 +1,4 @@
-"""Short, capped calls to a llama-server: health, props, slots, metrics, tokenize."""
+"""Short, capped calls to a llama-server: health, props, slots, metrics, and its tokenizer."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from .target import Target
 
 PROBE_TIMEOUT_S = 5.0
 MAX_PROBE_BYTES = 4 * 1024 * 1024
+MAX_TOKENIZE_BYTES = 32 * 1024 * 1024  # a 1,048,576-token synthetic prompt's ids, with room
+SYNTHETIC_TEXT = "The quick brown fox jumps over the lazy dog while the benchmark measures every token it reads. "
 
 
 class ProbeError(RuntimeError):
@@ -72,21 +74,43 @@ def probe(target: Target, api_key: str = "") -> dict[str, Any]:
     return asyncio.run(probe_async(target, api_key))
 
 
+async def _token_ids(session: aiohttp.ClientSession, target: Target, text: str, *, add_special: bool) -> list[int]:
+    """The server's own tokenization of text (POST /tokenize), capped like every response."""
+    async with session.post(
+        target.url("/tokenize"), json={"content": text, "add_special": add_special}, allow_redirects=False
+    ) as response:
+        body = await response.content.read(MAX_TOKENIZE_BYTES + 1)
+        if len(body) > MAX_TOKENIZE_BYTES:
+            raise ProbeError(f"/tokenize: the response passed the {MAX_TOKENIZE_BYTES // 1048576} MiB cap")
+        data = _json(body)
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if response.status != 200 or not isinstance(tokens, list) or not all(type(t) is int for t in tokens):
+            raise ProbeError(f"/tokenize answered HTTP {response.status} without token ids")
+        return tokens
+
+
 async def tokenize_async(target: Target, texts: list[str], api_key: str = "") -> list[int]:
     """Token counts of texts as /completion will see them (add_special: true)."""
-    counts: list[int] = []
     async with session_for(target, limit=4, api_key=api_key) as session:
-        for text in texts:
-            async with session.post(
-                target.url("/tokenize"), json={"content": text, "add_special": True}, allow_redirects=False
-            ) as response:
-                body = await response.content.read(MAX_PROBE_BYTES)
-                data = _json(body)
-                if response.status != 200 or not isinstance(data, dict) or not isinstance(data.get("tokens"), list):
-                    raise ProbeError(f"/tokenize answered HTTP {response.status}")
-                counts.append(len(data["tokens"]))
-    return counts
+        return [len(await _token_ids(session, target, text, add_special=True)) for text in texts]
 
 
 def tokenize(target: Target, texts: list[str], api_key: str = "") -> list[int]:
     return asyncio.run(tokenize_async(target, texts, api_key))
+
+
+async def synthetic_prompt_async(target: Target, n_tokens: int, api_key: str = "") -> list[int]:
+    """Exactly n_tokens token ids from the server's own tokenizer, to be sent as given (no BOS added)."""
+    text = SYNTHETIC_TEXT
+    async with session_for(target, limit=1, api_key=api_key) as session:
+        while True:
+            ids = await _token_ids(session, target, text, add_special=False)
+            if not ids:
+                raise ProbeError("/tokenize returned no tokens for the synthetic text")
+            if len(ids) >= n_tokens:
+                return ids[:n_tokens]
+            text = text * (n_tokens // len(ids) + 2)
+
+
+def synthetic_prompt(target: Target, n_tokens: int, api_key: str = "") -> list[int]:
+    return asyncio.run(synthetic_prompt_async(target, n_tokens, api_key))

@@ -7,15 +7,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 
-from benchmarks import tasks
-from benchmarks.jobs.client.target import TargetRefused, resolve_target
-from benchmarks.jobs.forms import MAX_PROMPT_FILE_BYTES, parse_prompt_file
-from benchmarks.jobs.views import worker_available
+from benchmarks.jobs.forms import MAX_PROMPT_FILE_BYTES, CommandJobForm
+from benchmarks.jobs.lifecycle import submit_job, worker_available
 from benchmarks.models import Job, RequestResult, Server
+
+from ..options import form_errors
 
 
 class Command(BaseCommand):
@@ -23,29 +22,32 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--server", required=True, help="a registered server's name, or a base URL")
-        parser.add_argument("--concurrency", type=int, default=1)
-        parser.add_argument("--requests", type=int, default=1)
-        parser.add_argument("--repeats", type=int, default=1)
+        parser.add_argument("--concurrency", default="1")
+        parser.add_argument("--requests", default="1")
+        parser.add_argument("--repeats", default="1")
         prompt = parser.add_mutually_exclusive_group(required=True)
-        prompt.add_argument("--prompt-tokens", type=int, help="a synthetic prompt of exactly N tokens")
+        prompt.add_argument("--prompt-tokens", help="a synthetic prompt of exactly N tokens")
         prompt.add_argument("--prompt-file", help="one prompt per line, or JSONL with a 'prompt' field")
-        parser.add_argument("--n-predict", type=int, default=128, help="output tokens per request (forced)")
-        parser.add_argument("--timeout", type=int, default=600, help="per-request deadline in seconds")
+        parser.add_argument("--n-predict", default="128", help="output tokens per request (forced)")
+        parser.add_argument("--timeout", default="600", help="per-request deadline in seconds")
         parser.add_argument("--label", default="")
         parser.add_argument("--wait", action="store_true", help="follow the job until it ends")
         parser.add_argument("--json", action="store_true", help="machine-readable output")
 
     def handle(self, *args: Any, **o: Any) -> None:
-        server = self._server(o["server"])
-        params = self._params(o)
+        form = self._form(o)
+        if not form.is_valid():
+            raise CommandError(form_errors(form, {"timeout_s": "timeout"}))
+        target = form.cleaned_data["server"]
+        server = target if isinstance(target, Server) else None
         problem = worker_available()
         if problem:
             raise CommandError(f"nothing was submitted: {problem}")
-        with transaction.atomic():
-            job = Job.objects.create(server=server, label=o["label"], params=params)
-            tasks.enqueue(job)
+        job = submit_job(
+            server=server, base_url="" if server else target, label=form.cleaned_data["label"], params=form.params()
+        )
         if not o["wait"]:
-            self._emit(o, {"job": job.pk, "state": job.state}, f"job {job.pk} queued on {server.name}")
+            self._emit(o, {"job": job.pk, "state": job.state}, f"job {job.pk} queued on {job.target_name}")
             return
         job = self._follow(job, quiet=o["json"])
         summary = self._summary(job)
@@ -53,36 +55,20 @@ class Command(BaseCommand):
         if job.state != Job.State.SUCCEEDED:
             raise CommandError(f"job {job.pk} ended {job.state}: {job.error}")
 
-    def _server(self, ref: str) -> Server:
-        server = Server.objects.filter(name=ref).first() or Server.objects.filter(base_url=ref.rstrip("/")).first()
-        if server:
-            return server
-        if "://" not in ref:
-            raise CommandError(f"no server is registered as {ref!r}; give its name or a base URL")
-        try:
-            resolve_target(ref)
-        except TargetRefused as exc:
-            raise CommandError(str(exc)) from None
-        return Server.objects.create(name=ref.rstrip("/")[:100], base_url=ref.rstrip("/"))
-
-    def _params(self, o: dict[str, Any]) -> dict[str, Any]:
-        for key, low, high in (("concurrency", 1, 256), ("requests", 1, 10_000), ("repeats", 1, 20)):
-            if not low <= o[key] <= high:
-                raise CommandError(f"--{key} must be {low} to {high}")
-        if o["n_predict"] < 1:
-            raise CommandError("--n-predict must be at least 1")
-        params: dict[str, Any] = {
+    def _form(self, o: dict[str, Any]) -> CommandJobForm:
+        """The options as the web form's fields; the same form validates them."""
+        data = {
+            "server": o["server"],
+            "label": o["label"],
             "n_predict": o["n_predict"],
             "concurrency": o["concurrency"],
             "requests": o["requests"],
             "repeats": o["repeats"],
-            "cache_prompt": False,
             "timeout_s": o["timeout"],
         }
+        files = {}
         if o["prompt_tokens"] is not None:
-            if o["prompt_tokens"] < 1:
-                raise CommandError("--prompt-tokens must be at least 1")
-            params["prompt_tokens"] = o["prompt_tokens"]
+            data.update(prompt_source="synthetic", prompt_tokens=o["prompt_tokens"])
         else:
             path = Path(o["prompt_file"])
             try:
@@ -90,13 +76,9 @@ class Command(BaseCommand):
                     raw = fh.read(MAX_PROMPT_FILE_BYTES + 1)
             except OSError as exc:
                 raise CommandError(f"{path}: {exc.strerror}") from None
-            if len(raw) > MAX_PROMPT_FILE_BYTES:
-                raise CommandError(f"{path}: larger than {MAX_PROMPT_FILE_BYTES // 1048576} MiB")
-            try:
-                params["prompts"] = parse_prompt_file(raw)
-            except ValidationError as exc:
-                raise CommandError(f"{path}: {' '.join(exc.messages)}") from None
-        return params
+            data["prompt_source"] = "file"
+            files["prompt_file"] = SimpleUploadedFile(path.name, raw)
+        return CommandJobForm(data, files)
 
     def _follow(self, job: Job, *, quiet: bool) -> Job:
         last = None
@@ -121,6 +103,7 @@ class Command(BaseCommand):
                 {
                     "run_id": run.pk,
                     "key": run.key,
+                    "outcome": run.outcome,
                     "ok": run.n_ok,
                     "total": run.n_requests,
                     "tok_s_mean": run.tok_s_mean,
@@ -140,7 +123,8 @@ class Command(BaseCommand):
         for run in s["runs"]:
             tok_s = f"{run['tok_s_mean']:.2f}" if run["tok_s_mean"] is not None else "—"
             lines.append(
-                f"  run {run['run_id']} ({run['key']}): {run['ok']}/{run['total']} ok, {tok_s} tok/s per request"
+                f"  run {run['run_id']} ({run['key']}): {run['outcome']}, {run['ok']}/{run['total']} ok, "
+                f"{tok_s} tok/s per request"
             )
         lines.append("  status codes: " + " ".join(str(c) for c in s["status_codes"]))
         return "\n".join(lines)

@@ -8,11 +8,18 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.jobs.views import worker_available
-from benchmarks.models import LaunchHost, Sweep
-from benchmarks.sweeps import demo as demo_sweep
-from benchmarks.sweeps import launcher
-from benchmarks.sweeps.views import config_rows, create_sweep, parse_concurrencies
+from benchmarks.jobs.lifecycle import worker_available
+from benchmarks.models import Sweep
+from benchmarks.sweeps import demo
+from benchmarks.sweeps.forms import CommandSweepForm
+from benchmarks.sweeps.lifecycle import create_sweep
+from benchmarks.sweeps.results import config_rows
+
+from ..options import form_errors
+
+# Form fields whose option has another name.
+OPTION_NAMES = {"model_file": "model", "flag_sets": "flags", "concurrencies": "concurrency", "timeout_s": "timeout",
+                "preference": "prefer"}  # fmt: skip
 
 
 class Command(BaseCommand):
@@ -23,30 +30,37 @@ class Command(BaseCommand):
         parser.add_argument("--host", help="a launch host's name")
         parser.add_argument("--model", help="a .gguf file in the host's models directory")
         parser.add_argument("--flags", action="append", default=[], help="one flag set (repeatable)")
-        parser.add_argument("--prompt-tokens", type=int, default=300)
-        parser.add_argument("--n-predict", type=int, default=300)
+        parser.add_argument("--prompt-tokens", default="300")
+        parser.add_argument("--n-predict", default="300")
         parser.add_argument("--concurrency", default="3", help="a list: 1,2,4")
-        parser.add_argument("--requests", type=int, default=3)
-        parser.add_argument("--timeout", type=int, default=300)
+        parser.add_argument("--requests", default="3")
+        parser.add_argument("--repeats", default="1")
+        parser.add_argument("--timeout", default="300")
+        parser.add_argument("--prefer", default="throughput", help="throughput or latency: which flag set is best")
         parser.add_argument("--label", default="")
         parser.add_argument("--wait", action="store_true")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **o: Any) -> None:
+        if o["demo"]:
+            host, model, flag_sets, params = (
+                demo.ensure_demo_host(),
+                demo.DEMO_MODEL,
+                demo.DEMO_FLAG_SETS,
+                demo.DEMO_PARAMS,
+            )
+            label, preference = o["label"] or "demo", "throughput"
+        else:
+            form = self._form(o)
+            if not form.is_valid():
+                raise CommandError(form_errors(form, OPTION_NAMES))
+            d = form.cleaned_data
+            host, model, flag_sets, params = d["host"], d["model_file"], d["flag_sets"], form.params()
+            label, preference = d["label"], d["preference"]
         problem = worker_available()
         if problem:
             raise CommandError(f"nothing was submitted: {problem}")
-        if o["demo"]:
-            host = demo_sweep.ensure_demo_host()
-            sweep = create_sweep(
-                host,
-                demo_sweep.DEMO_MODEL,
-                demo_sweep.DEMO_FLAG_SETS,
-                demo_sweep.DEMO_PARAMS,
-                label=o["label"] or "demo",
-            )
-        else:
-            sweep = self._custom(o)
+        sweep = create_sweep(host, model, flag_sets, params, label=label, preference=preference)
         if not o["wait"]:
             self.stdout.write(json.dumps({"sweep": sweep.pk}) if o["json"] else f"sweep {sweep.pk} queued")
             return
@@ -55,6 +69,29 @@ class Command(BaseCommand):
             if sweep.finished:
                 break
             time.sleep(1)
+        self._report(sweep, as_json=o["json"])
+        if sweep.state != Sweep.State.SUCCEEDED:
+            raise CommandError(f"sweep {sweep.pk} ended {sweep.state}: {sweep.error}")
+
+    def _form(self, o: dict[str, Any]) -> CommandSweepForm:
+        if not (o["host"] and o["model"] and o["flags"]):
+            raise CommandError("give --host, --model and at least one --flags (or --demo)")
+        data = {
+            "host": o["host"],
+            "model_file": o["model"],
+            "label": o["label"],
+            "flag_sets": "\n".join(o["flags"]),
+            "prompt_tokens": o["prompt_tokens"],
+            "n_predict": o["n_predict"],
+            "concurrencies": o["concurrency"],
+            "requests": o["requests"],
+            "repeats": o["repeats"],
+            "timeout_s": o["timeout"],
+            "preference": o["prefer"],
+        }
+        return CommandSweepForm(data)
+
+    def _report(self, sweep: Sweep, *, as_json: bool) -> None:
         rows = config_rows(sweep)
         summary = {
             "sweep": sweep.pk,
@@ -78,41 +115,13 @@ class Command(BaseCommand):
                 for r in rows
             ],
         }
-        if o["json"]:
+        if as_json:
             self.stdout.write(json.dumps(summary))
-        else:
-            self.stdout.write(f"sweep {sweep.pk}: {sweep.state}")
-            for c in summary["configs"]:
-                kv = f"KV {c['kv_predicted_mib'] or 0:.2f} MiB predicted, {c['kv_reported_mib'] or 0:.2f} reported"
-                self.stdout.write(
-                    f"  {'*' if c['best'] else ' '} llama-server {c['command']}: {c['outcome']}, "
-                    f"{c['ok']}/{c['total']} ok (predicted: {c['predicted']}); {kv}"
-                )
-        if sweep.state != Sweep.State.SUCCEEDED:
-            raise CommandError(f"sweep {sweep.pk} ended {sweep.state}: {sweep.error}")
-
-    def _custom(self, o: dict[str, Any]) -> Sweep:
-        if not (o["host"] and o["model"] and o["flags"]):
-            raise CommandError("give --host, --model and at least one --flags (or --demo)")
-        host = LaunchHost.objects.filter(name=o["host"]).first()
-        if host is None:
-            raise CommandError(f"no launch host is named {o['host']!r}")
-        try:
-            launcher.model_path(host, o["model"])
-            for flags in o["flags"]:
-                launcher.checked_flags(flags)
-        except launcher.LaunchRefused as exc:
-            raise CommandError(str(exc)) from None
-        try:
-            concurrencies = parse_concurrencies(o["concurrency"])
-        except Exception as exc:
-            raise CommandError(" ".join(getattr(exc, "messages", [str(exc)]))) from None
-        params = {
-            "prompt_tokens": o["prompt_tokens"],
-            "n_predict": o["n_predict"],
-            "concurrencies": concurrencies,
-            "requests": o["requests"],
-            "repeats": 1,
-            "timeout_s": o["timeout"],
-        }
-        return create_sweep(host, o["model"], o["flags"], params, label=o["label"])
+            return
+        self.stdout.write(f"sweep {sweep.pk}: {sweep.state}")
+        for c in summary["configs"]:
+            kv = f"KV {c['kv_predicted_mib'] or 0:.2f} MiB predicted, {c['kv_reported_mib'] or 0:.2f} reported"
+            self.stdout.write(
+                f"  {'*' if c['best'] else ' '} llama-server {c['command']}: {c['outcome']}, "
+                f"{c['ok']}/{c['total']} ok (predicted: {c['predicted']}); {kv}"
+            )

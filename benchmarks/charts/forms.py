@@ -1,0 +1,57 @@
+"""Forms of the chart pages: each chart's whole state is a GET query string."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from ..history.forms import RunFilterForm
+from ..models import Run
+from . import figures
+
+
+class ChartForm(RunFilterForm):
+    metric = forms.ChoiceField(choices=[(m.key, m.label) for m in figures.METRICS.values()], required=False)
+    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)
+    x0 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown from")
+    x1 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown to")
+    sort = None  # type: ignore[assignment]
+    per_page = None  # type: ignore[assignment]
+    page = None  # type: ignore[assignment]
+
+    def metric_obj(self) -> figures.Metric:
+        return figures.METRICS[self.cleaned_data.get("metric") or "tok_s"]
+
+    def grouping(self) -> str:
+        return self.cleaned_data.get("group") or "label"
+
+
+class LoadCurveForm(forms.Form):
+    model = forms.ChoiceField(required=False)
+    gpu = forms.CharField(label="GPU", required=False, max_length=200)
+    label = forms.CharField(required=False, max_length=200)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        models = Run.objects.order_by("model").values_list("model", flat=True).distinct()
+        self.fields["model"].choices = [("", "— pick a model —")] + [(m, m) for m in models]
+
+
+class RegressionForm(forms.Form):
+    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)
+    window = forms.IntegerField(min_value=2, max_value=100, required=False, initial=10)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for metric in figures.METRICS.values():
+            self.fields[f"t_{metric.key}"] = forms.FloatField(
+                min_value=0, max_value=1000, required=False, initial=5, label=f"{metric.label} threshold (%)"
+            )
+
+    def thresholds(self) -> dict[str, float]:
+        return {
+            m.key: (self.cleaned_data.get(f"t_{m.key}") if self.cleaned_data.get(f"t_{m.key}") is not None else 5.0)
+            / 100
+            for m in figures.METRICS.values()
+        }

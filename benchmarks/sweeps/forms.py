@@ -1,0 +1,126 @@
+"""Forms for launch hosts and sweeps; the web and `manage.py sweep` validate with the same ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from ..models import LaunchHost
+from . import launcher
+
+MAX_CONCURRENCIES = 12
+MAX_CONCURRENCY = 256
+MAX_FLAG_SETS = 20
+
+
+class LaunchHostForm(forms.ModelForm):
+    class Meta:
+        model = LaunchHost
+        fields = [
+            "name",
+            "binary_path",
+            "models_dir",
+            "bind_address",
+            "port_min",
+            "port_max",
+            "gpu",
+            "gpu_mib",
+            "queue",
+            "notes",
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("port_min") and data.get("port_max") and data["port_min"] > data["port_max"]:
+            raise forms.ValidationError("The port range is empty: port_min is above port_max.")
+        return data
+
+
+def parse_concurrencies(text: str) -> list[int]:
+    """'1, 2,4' → [1, 2, 4]: sorted, distinct, each 1..256, at most 12."""
+    try:
+        values = sorted({int(part) for part in text.replace(" ", "").split(",") if part})
+    except ValueError:
+        raise forms.ValidationError("Concurrencies are whole numbers separated by commas, e.g. 1,2,4,8.") from None
+    if not values or values[0] < 1 or values[-1] > MAX_CONCURRENCY or len(values) > MAX_CONCURRENCIES:
+        raise forms.ValidationError(f"Give 1 to {MAX_CONCURRENCIES} concurrencies from 1 to {MAX_CONCURRENCY}.")
+    return values
+
+
+class SweepForm(forms.Form):
+    host = forms.ModelChoiceField(queryset=LaunchHost.objects.all())
+    model_file = forms.CharField(max_length=500, help_text="a .gguf file in the host's models directory")
+    label = forms.CharField(max_length=200, required=False)
+    flag_sets = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 5}),
+        help_text="one flag set per line, e.g. -c 16384 -np 3 --no-kv-unified (the model and port are kvlab's)",
+    )
+    prompt_tokens = forms.IntegerField(
+        min_value=1,
+        max_value=1_048_576,
+        initial=300,
+        required=False,
+        help_text="a synthetic prompt of this many tokens",
+    )
+    prompt_text = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), max_length=2_000_000, help_text="or a real prompt"
+    )
+    n_predict = forms.IntegerField(min_value=1, max_value=1_048_576, initial=300, label="output tokens")
+    concurrencies = forms.CharField(initial="3", help_text="a list turns each flag set into a load curve: 1,2,4,8")
+    requests = forms.IntegerField(min_value=1, max_value=10_000, initial=3)
+    repeats = forms.IntegerField(min_value=1, max_value=20, initial=1)
+    timeout_s = forms.IntegerField(min_value=1, max_value=86_400, initial=300, label="per-request deadline (s)")
+    preference = forms.ChoiceField(choices=[("throughput", "throughput"), ("latency", "latency")], initial="throughput")
+
+    def clean_concurrencies(self) -> list[int]:
+        return parse_concurrencies(self.cleaned_data["concurrencies"])
+
+    def clean_flag_sets(self) -> list[str]:
+        lines = [line.strip() for line in self.cleaned_data["flag_sets"].splitlines() if line.strip()]
+        if not 1 <= len(lines) <= MAX_FLAG_SETS:
+            raise forms.ValidationError(f"Give 1 to {MAX_FLAG_SETS} flag sets, one per line.")
+        for number, line in enumerate(lines, start=1):
+            command = line.removeprefix("llama-server").strip()
+            try:
+                launcher.checked_flags(command)
+            except launcher.LaunchRefused as exc:
+                raise forms.ValidationError(f"Flag set {number}: {exc}") from None
+        return [line.removeprefix("llama-server").strip() for line in lines]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not data.get("prompt_tokens") and not (data.get("prompt_text") or "").strip():
+            raise forms.ValidationError("Give a synthetic prompt length or paste a real prompt.")
+        if data.get("host") and data.get("model_file"):
+            try:
+                launcher.model_path(data["host"], data["model_file"])
+            except launcher.LaunchRefused as exc:
+                self.add_error("model_file", str(exc))
+        return data
+
+    def params(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        prompt: dict[str, Any] = (
+            {"prompts": [d["prompt_text"]]}
+            if (d.get("prompt_text") or "").strip()
+            else {"prompt_tokens": d["prompt_tokens"]}
+        )
+        return {
+            **prompt,
+            "n_predict": d["n_predict"],
+            "concurrencies": d["concurrencies"],
+            "requests": d["requests"],
+            "repeats": d["repeats"],
+            "timeout_s": d["timeout_s"],
+        }
+
+
+class CommandSweepForm(SweepForm):
+    """The sweep form of `manage.py sweep`: the launch host by name."""
+
+    host = forms.ModelChoiceField(
+        queryset=LaunchHost.objects.all(),
+        to_field_name="name",
+        error_messages={"invalid_choice": "no launch host has that name"},
+    )
