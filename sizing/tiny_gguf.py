@@ -1,7 +1,7 @@
 """Tiny random-weight GGUF models that the real llama-server loads, for the oracle tests.
 
-Written with the `gguf` package's GGUFWriter, following docs/llama-server.md ("Tiny test
-models: what llama.cpp's loader requires") and the loaders of the pinned llama.cpp tree
+Written with the `gguf` package's GGUFWriter, giving llama.cpp's loader exactly what it requires,
+as the loaders of the pinned llama.cpp tree read it
 (src/models/<arch>.cpp, load_arch_hparams / load_arch_tensors). Every model has f32
 random weights, norms of 1 and a `llama` SentencePiece vocab (control tokens, the 256
 byte tokens, a few pieces). The loader refuses unknown or missing tensors, so each writer

@@ -134,7 +134,9 @@ def calibration(model_name: str, flags: ServerFlags, compute_estimate: int) -> d
     correction of the compute-buffer estimate (the median reported/estimated ratio)."""
     from benchmarks.models import CalibrationPoint
 
-    points = list(CalibrationPoint.objects.filter(model_name=model_name).order_by("-created_at")[:200])
+    points = list(
+        CalibrationPoint.objects.filter(model_name=model_name).select_related("config").order_by("-created_at")[:200]
+    )
     exact = next((p for p in points if p.flags_key == flags_key(flags)), None)
     ratios = [p.reported_compute_mib * 1048576 / p.predicted_compute_bytes for p in points if p.predicted_compute_bytes]
     ratio = statistics.median(ratios) if ratios else None
@@ -190,7 +192,7 @@ def share(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 def snapshot_page(request: HtmxHttpRequest, slug: str) -> HttpResponse:
-    snapshot = get_object_or_404(SizingSnapshot, slug=slug)
+    snapshot = get_object_or_404(SizingSnapshot.objects.select_related("created_by"), slug=slug)
     live_url = f"{reverse('sizing')}?{urlencode(snapshot.inputs, doseq=True)}"
     return render(request, "sizing/snapshot.html", {"snapshot": snapshot, "live_url": live_url})
 

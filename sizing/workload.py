@@ -1,6 +1,6 @@
 """What a workload does to a KV layout: which requests fail, how, and why. Pure.
 
-The two context errors (llama-server.md, checked on a real server):
+The two context errors (checked on a real server):
 * unified pool: the slots processing at once share n_ctx cells; when their prompts
   and outputs together outgrow the pool, every slot processing at that moment gets
   HTTP 500 "Context size has been exceeded." (requests still queued are unaffected);

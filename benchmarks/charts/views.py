@@ -116,6 +116,7 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
         n_points=len(rows),
         truncated=truncated,
         max_points=MAX_TIMELINE_POINTS,
+        compare_max_runs=CompareForm.MAX_RUNS,
     )
     return _render(request, "charts/timeline.html", context)
 

@@ -11,14 +11,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from kvlab.http import HtmxHttpRequest
 
+from ..history.forms import CompareForm
 from ..jobs.lifecycle import worker_available
 from ..models import LaunchHost, Run, Sweep
 from . import demo
 from .forms import LaunchHostForm, SweepForm
 from .lifecycle import create_sweep
 from .results import config_rows
-
-MAX_CHARTED_RUNS = 12
 
 
 @staff_member_required
@@ -95,7 +94,7 @@ def sweep_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run_ids = list(
         Run.objects.filter(job__sweep_config__sweep=sweep)
         .order_by("job__sweep_config__position")
-        .values_list("pk", flat=True)[:MAX_CHARTED_RUNS]
+        .values_list("pk", flat=True)[: CompareForm.MAX_RUNS]
     )
     context = {
         "sweep": sweep,

@@ -314,14 +314,14 @@ PAGES = [
     # the latest runs of each group, ranked in SQL; session, user
     Page("regressions", lambda h: reverse("chart-regressions"), 3, _regressions),
     Page("regressions-htmx", lambda h: reverse("chart-regressions"), 1, _regressions, htmx=True),
-    # measured runs of the model; calibration points; session, user; the exact point's flag set
-    Page("sizing", lambda h: reverse("sizing"), 5, _sizing, params=lambda h: SIZING_QUERY),
-    Page("sizing-htmx", lambda h: reverse("sizing"), 5, _sizing, params=lambda h: SIZING_QUERY, htmx=True),
-    # the snapshot; session, user; its author
+    # measured runs of the model; calibration points with their flag sets; session, user
+    Page("sizing", lambda h: reverse("sizing"), 4, _sizing, params=lambda h: SIZING_QUERY),
+    Page("sizing-htmx", lambda h: reverse("sizing"), 4, _sizing, params=lambda h: SIZING_QUERY, htmx=True),
+    # the snapshot with its author; session, user
     Page(
         "sizing-snapshot",
         lambda h: reverse("sizing-snapshot", args=[h.snapshot.slug]),
-        4,
+        3,
         lambda h: [f"<code>field_{i}</code> = value-{i}" for i in range(h.size)] + ["by ana"],
     ),
 ]

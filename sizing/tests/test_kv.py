@@ -114,7 +114,7 @@ def test_no_kv_unified_without_np_is_ignored_with_a_warning():
 
 
 def test_the_tiny_test_model_matches_the_server_log():
-    # llama-server.md: 4 layers, 2 KV heads x 32, -c 2048 -np 3 -> 768 cells, 2.25 MiB, K 1.12 + V 1.12
+    # The tiny test model: 4 layers, 2 KV heads x 32, -c 2048 -np 3 -> 768 cells, 2.25 MiB, K 1.12 + V 1.12
     model = llama(layers=4, heads=8, kv_heads=2, embd=256, ctx=4096)
     layout = kv_layout(model, ServerFlags(ctx_size=2048, parallel=3))
     (cache,) = layout.caches

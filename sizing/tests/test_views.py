@@ -166,8 +166,7 @@ def test_uploads_need_a_login(client):
 
 def test_past_server_reports_calibrate_the_compute_estimate_and_mark_measured_flags(client):
     from benchmarks.models import CalibrationPoint
-    from sizing.kv import flags_key
-    from sizing.kv import ServerFlags
+    from sizing.kv import ServerFlags, flags_key
 
     query = {"model": "llama-3.1-8b", "ctx_size": 4096, "parallel": 1}
     before = text(client.get(reverse("sizing"), query))

@@ -1,6 +1,6 @@
 """One streamed llama-server /completion request, measured and classified.
 
-Timing (DESIGN.md): TTFT = request sent → first event carrying generated content
+Timing: TTFT = request sent → first event carrying generated content
 (keep-alive ':' lines and empty events do not count); E2E = request sent → last
 chunk. Decode tok/s: the server's timings.predicted_per_second, and the client's
 (output_tokens - 1) / (E2E - TTFT); both are kept.
