@@ -91,3 +91,63 @@ def test_the_commands_exit_0_on_a_clean_file_and_1_on_a_rejected_one(tmp_path):
     assert b"line 2: a line must hold a JSON object, not an array" in rejected.stderr
     exported = manage("export_bench", var_dir=tmp_path)
     assert exported.returncode == 0 and len(exported.stdout.splitlines()) == 11
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--concurrency", "0"], "--concurrency: Ensure this value is greater than or equal to 1."),
+        (["--concurrency", "257"], "--concurrency: Ensure this value is less than or equal to 256."),
+        (["--requests", "many"], "--requests: Enter a whole number."),
+        (["--timeout", "0"], "--timeout: Ensure this value is greater than or equal to 1."),
+        (["--n-predict", "2000000"], "--n-predict: Ensure this value is less than or equal to 1048576."),
+    ],
+)
+def test_bench_checks_its_options_with_the_job_form(args, message):
+    with pytest.raises(CommandError) as raised:
+        run_command("bench", "--server", "http://127.0.0.1:8080", "--prompt-tokens", "10", *args)
+    assert message in str(raised.value)
+    from benchmarks.models import Job, Server
+
+    assert Job.objects.count() == 0 and Server.objects.count() == 0  # nothing submitted, nothing registered
+
+
+def test_bench_refuses_an_unknown_server_name_and_a_forbidden_address():
+    with pytest.raises(CommandError, match=r"--server: no server is registered as 'gpu-box'"):
+        run_command("bench", "--server", "gpu-box", "--prompt-tokens", "10")
+    with pytest.raises(CommandError, match=r"--server: .*10\.1\.2\.3"):
+        run_command("bench", "--server", "http://10.1.2.3:8080", "--prompt-tokens", "10")
+
+
+def test_bench_refuses_a_prompt_file_the_form_refuses(tmp_path):
+    bad = tmp_path / "prompts.jsonl"
+    bad.write_text('{"prompt": "a"}\n{"text": "b"}\n')
+    with pytest.raises(CommandError, match='Line 2 of the prompt file has no "prompt" string'):
+        run_command("bench", "--server", "http://127.0.0.1:8080", "--prompt-file", str(bad))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--concurrency", "1,2,999"], "--concurrency: Give 1 to 12 concurrencies from 1 to 256."),
+        (["--requests", "0"], "--requests: Ensure this value is greater than or equal to 1."),
+        (["--prompt-tokens", "0"], "--prompt-tokens: Ensure this value is greater than or equal to 1."),
+        (["--prefer", "cheapest"], "--prefer: Select a valid choice."),
+        (["--host", "nowhere"], "--host: no launch host has that name"),
+        (["--flags", "-c 1024; rm -rf /"], "--flags: Flag set 2:"),
+    ],
+)
+def test_sweep_checks_its_options_with_the_sweep_form(tmp_path, args, message):
+    from benchmarks.models import LaunchHost, Sweep
+
+    (tmp_path / "m.gguf").write_bytes(b"GGUF")
+    LaunchHost.objects.create(name="h", binary_path="/x", models_dir=str(tmp_path))
+    options = {"--host": "h", "--model": "m.gguf"}
+    options.update(dict(zip(args[::2], args[1::2], strict=True)))
+    argv = [part for pair in options.items() for part in pair if pair[0] != "--flags"]
+    with pytest.raises(CommandError) as raised:
+        run_command(
+            "sweep", *argv, "--flags", "-c 1024", *(["--flags", options["--flags"]] if "--flags" in options else [])
+        )
+    assert message in str(raised.value)
+    assert Sweep.objects.count() == 0

@@ -17,7 +17,8 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from benchmarks.models import CalibrationPoint, Job, LaunchHost, Sweep, SweepConfig
+from benchmarks.jobs.forms import JobForm
+from benchmarks.models import CalibrationPoint, Job, LaunchHost, Server, Sweep, SweepConfig
 from benchmarks.sweeps import demo as demo_sweep
 from benchmarks.sweeps.lifecycle import create_sweep
 from sizing.server_log import mib
@@ -70,6 +71,15 @@ def test_the_demo_sweep_reproduces_the_investigation_and_its_predictions(demo_ho
     assert set(failed.requests.values_list("http_status", "error_type")) == {(500, "context_exceeded")}
     assert CalibrationPoint.objects.filter(config__sweep_id=summary["sweep"]).count() == 3
     assert servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL) == []
+    # the sweep's jobs record the address they measured; the server registry stays a person's
+    jobs = Job.objects.filter(sweep_config__sweep_id=summary["sweep"])
+    assert jobs.count() == 3 and not jobs.exclude(server=None).exists()
+    assert all(url.startswith("http://127.0.0.1:") for url in jobs.values_list("base_url", flat=True))
+    assert Server.objects.count() == 0 and list(JobForm().fields["server"].queryset) == []
+    staff = Client()
+    staff.force_login(User.objects.create_user("root", password="a-long-test-password", is_staff=True))
+    page = staff.get(reverse("server-list")).content.decode()
+    assert "No server registered yet." in page and "<tbody>" not in page
 
 
 def test_flag_sets_that_cannot_start_are_recorded_as_such(demo_host, worker):  # noqa: F811
