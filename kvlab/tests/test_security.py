@@ -116,3 +116,25 @@ def test_the_api_key_never_leaves_the_database(client, objects, caplog):
 def test_admin_needs_staff(client, user_client):
     assert client.get("/admin/").status_code == 302
     assert user_client.get("/admin/").status_code == 302
+
+
+@pytest.mark.parametrize(("page", "key", "label"), [("job-detail", "job", "Job "), ("sweep-detail", "sweep", "Sweep ")])
+def test_job_and_sweep_pages_are_open_to_read_and_offer_cancel_only_to_who_may(objects, page, key, label):
+    target = url(page, key, objects)
+    model = Job if key == "job" else Sweep
+    owner = User.objects.create_user("owner", password="a-long-test-password")
+    model.objects.filter(pk=objects[key]).update(created_by=owner)
+    cancel = url(page.replace("detail", "cancel"), key, objects)
+    anonymous = Client().get(target).content.decode()
+    assert f"{label}{objects[key]}" in anonymous and cancel not in anonymous
+    other = Client()
+    other.force_login(User.objects.create_user("plain", password="a-long-test-password"))
+    assert cancel not in other.get(target).content.decode()
+    creator = Client()
+    creator.force_login(owner)
+    assert cancel in creator.get(target).content.decode()
+
+
+def test_job_and_sweep_lists_are_open_to_read(client, objects):
+    assert f'href="{url("job-detail", "job", objects)}"' in client.get(reverse("job-list")).content.decode()
+    assert f'href="{url("sweep-detail", "sweep", objects)}"' in client.get(reverse("sweep-list")).content.decode()
