@@ -1,0 +1,1 @@
+"""Benchmark jobs: the llama-server client, running a job on a worker, submitting and following it."""
