@@ -2,7 +2,7 @@
 
 What it holds
 -------------
-From one seed (``SEED`` unless a script says otherwise), always the same data:
+From one seed (``SEED``), always the same data:
 
 * 30 config labels (a model and one of a few flag variants each, e.g.
   ``qwen3-30b-q8-cache``), each with its own model, main GPU, server flags and
@@ -16,8 +16,8 @@ From one seed (``SEED`` unless a script says otherwise), always the same data:
 * 10 requests a run, each with ok, HTTP status, error, tok/s, TTFT, elapsed, output
   tokens and a distinct content hash; decode speed follows the model, GPU, KV cache
   type and concurrency. A run's aggregates (n_ok, tok/s mean/min/max, throughput,
-  TTFT p50/p95, E2E p95, effective wall time) come from benchmarks.history.metrics.summarize,
-  exactly as an import computes them.
+  TTFT p50/p95, E2E p95, effective wall time) come from
+  benchmarks.history.metrics.summarize, exactly as an import computes them.
 
 The views of it
 ---------------
