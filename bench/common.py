@@ -47,7 +47,6 @@ def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None, smoke: d
     if args.smoke:
         parser.set_defaults(**{"out": OUT / "smoke", **smoke})
         args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
     return args
 
 
@@ -191,6 +190,7 @@ def shown(path: Path) -> str:
 
 def write_results(out: Path, name: str, results: dict[str, Any], profile: str | None = None) -> None:
     """Write results to out/<name>.json, and a profile's text (printed too) to out/<name>_profile.txt."""
+    out.mkdir(parents=True, exist_ok=True)
     path = out / f"{name}.json"
     path.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(f"results written to {shown(path)}")

@@ -287,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.requests < 1 or args.repeats < 1:
         parser.error("--requests and --repeats must be positive")
 
+    args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_results.jsonl"
     start = time.perf_counter()
     n_runs = synthetic.write_lab_jsonl(path, args.requests)
