@@ -111,7 +111,7 @@ def worker(broker: str) -> Iterator[subprocess.Popen]:
     stop_process(proc, timeout=20)
 
 
-def submit(server: Server, **params: object) -> Job:
+def submit(server: Server, user: object = None, **params: object) -> Job:
     defaults = {
         "n_predict": 300,
         "concurrency": 3,
@@ -120,7 +120,7 @@ def submit(server: Server, **params: object) -> Job:
         "cache_prompt": False,
         "timeout_s": 120,
     }
-    return submit_job(server=server, label="test", params={**defaults, **params})
+    return submit_job(server=server, label="test", params={**defaults, **params}, user=user)
 
 
 def wait_for(job: Job, *, finished: bool = True, done: int | None = None, timeout: float = 180) -> Job:
@@ -211,12 +211,11 @@ def test_a_prompt_longer_than_its_slot_gets_a_400_for_that_request_alone(llama_s
     assert RequestResult.objects.get(run__job=short_job).ok
 
 
-def test_cancelling_a_running_job_keeps_what_finished(llama_server_binary, tiny_models, worker, user_client):
+def test_cancelling_a_running_job_keeps_what_finished(llama_server_binary, tiny_models, worker, user, user_client):
     flags = ["-c", "2048", "-np", "1"]
     with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
-        job = submit(
-            register(url, "llama-server -c 2048 -np 1"), prompt_tokens=50, n_predict=400, requests=40, concurrency=1
-        )
+        server = register(url, "llama-server -c 2048 -np 1")
+        job = submit(server, user=user, prompt_tokens=50, n_predict=400, requests=40, concurrency=1)
         wait_for(job, finished=False, done=2)
         assert user_client.post(reverse("job-cancel", args=[job.pk])).status_code == 302
         job = wait_for(job)
