@@ -25,7 +25,7 @@ a fresh event loop and client session, ``--requests`` streams (default 256) of
 * baseline: a minimal aiohttp client (the library vLLM's benchmark client uses):
   ``session.post(json=...)``, ``async for line in response.content``, and for each
   ``data:`` line ``json.loads`` the event, count it as a token or stop at
-  ``"stop": true``. This is the DESIGN.md floor ("parsed 70-116k events/s").
+  ``"stop": true``. This is the design's floor for a parsing client ("70-116k events/s").
 * kvlab: ``benchmarks.jobs.client.stream.stream_completion`` through
   ``session_for(resolve_target(url))``, exactly as the job runner calls it. Every
   Outcome must be ok with ``output_tokens == --events`` (kvlab takes the count from
@@ -44,7 +44,7 @@ How to read the ratio
 ---------------------
 ``ratio = kvlab events/s / baseline events/s`` (median of the repeats; the best of
 each is shown too). 1.0 means kvlab's classification, size cap, deadline and
-timing cost nothing over the minimal parsing client; DESIGN.md asks for 0.80 or
+timing cost nothing over the minimal parsing client; the aim is 0.80 or
 more, measured in the same run. The machine has 2 cores: the server takes one,
 the client the other, and "client CPU" near 100% of the wall time means the
 client, not the server, is what limits the rate.
