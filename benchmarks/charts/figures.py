@@ -195,13 +195,13 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
         if ok and tok_s is not None and run_id in per_run:
             per_run[run_id].append(tok_s)
     for run, name in zip(runs, names, strict=True):
-        values = per_run[run["pk"]]
+        rates = per_run[run["pk"]]
         traces.append(
             {
                 "type": "box",
                 "name": name,
-                "x": [name] * len(values),
-                "y": values,
+                "x": [name] * len(rates),
+                "y": rates,
                 "boxpoints": "all",
                 "pointpos": 0,
                 "jitter": 0.3,
