@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..weights import WeightsFigure
 
 HERE = Path(__file__).resolve().parent
 
@@ -20,8 +22,9 @@ class CatalogueModel:
     id: str
     name: str
     metadata: dict[str, Any]
-    files: dict[str, int]  # quantization -> GGUF file size in bytes
+    files: dict[str, int]  # quantization -> GGUF file size in bytes (published sizes only)
     sources: dict[str, str]
+    weights: dict[str, WeightsFigure] = field(default_factory=dict)  # quantization -> figure
 
 
 @dataclass(frozen=True)
@@ -37,10 +40,36 @@ class CatalogueGpu:
 @functools.cache
 def models() -> dict[str, CatalogueModel]:
     data = json.loads((HERE / "models.json").read_text())
-    return {
-        m["id"]: CatalogueModel(m["id"], m["name"], m["metadata"], m.get("files", {}), m.get("sources", {}))
-        for m in data["models"]
+    return {m["id"]: _model(m) for m in data["models"]}
+
+
+def _model(m: dict[str, Any]) -> CatalogueModel:
+    files: dict[str, int] = m.get("files", {})
+    sources: dict[str, str] = m.get("sources", {})
+    weights = {
+        quant: WeightsFigure(quant, size, sources.get("files", ""), computed=False) for quant, size in files.items()
     }
+    return CatalogueModel(m["id"], m["name"], m["metadata"], files, sources, weights)
+
+
+def quantizations(model_id: str) -> list[str]:
+    """The quantizations the catalogue has weights for: Q4_K_M (the usual default) first, then by size.
+
+    [] for an unknown model.
+    """
+    entry = models().get(model_id)
+    if entry is None:
+        return []
+    return sorted(entry.weights, key=lambda q: (q.upper() != "Q4_K_M", entry.weights[q].bytes, q))
+
+
+def weights_for(model_id: str, quant: str) -> WeightsFigure | None:
+    """The catalogue's weights of a model at a quantization (matched case-insensitively), or None."""
+    entry = models().get(model_id)
+    if entry is None:
+        return None
+    wanted = quant.strip().upper()
+    return next((figure for name, figure in entry.weights.items() if name.upper() == wanted), None)
 
 
 @functools.cache
