@@ -177,6 +177,8 @@ CELERY_TASK_DEFAULT_QUEUE = "kvlab"  # a server may name its own queue, served b
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("KVLAB_JOB_SOFT_TIME_LIMIT", 6 * 3600)
 CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 120
 CELERY_BROKER_TRANSPORT_OPTIONS = {"max_retries": 1, "interval_start": 0, "interval_step": 0.5}
+# The embedded beat (worker -B) keeps its state under the var directory, never in the checkout.
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "benchmarks.tasks.reap_stale_jobs", "schedule": 30.0},
     "reap-stale-sweeps": {"task": "benchmarks.tasks.reap_stale_sweeps", "schedule": 30.0},

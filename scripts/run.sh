@@ -30,7 +30,7 @@ else
 fi
 
 # -B: the embedded beat runs the reaper that fails jobs whose worker died.
-"$BIN/celery" -A kvlab worker -B --schedule var/celerybeat-schedule -Q kvlab --loglevel INFO \
+"$BIN/celery" -A kvlab worker -B -Q kvlab --loglevel INFO \
   --concurrency 2 --hostname "kvlab@%h" &
 pids+=($!)
 "$BIN/python" manage.py runserver --noreload "127.0.0.1:${PORT}" &
