@@ -70,6 +70,8 @@ class JobForm(forms.Form):
     repeats = forms.IntegerField(min_value=1, max_value=20, initial=1)
     cache_prompt = forms.BooleanField(required=False, label="allow prompt cache reuse")
     timeout_s = forms.IntegerField(min_value=1, max_value=86_400, initial=600, label="per-request deadline (s)")
+    # Asked for only when kvlab predicts that the server's pool will refuse or fail the requests.
+    run_anyway = forms.BooleanField(required=False, label="run it anyway (to reproduce the failure)")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

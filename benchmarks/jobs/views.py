@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
@@ -22,12 +23,14 @@ from .client.probe import ProbeError, probe, tokenize
 from .client.target import TargetRefused, resolve_target
 from .forms import JobForm, ServerForm
 from .lifecycle import prompt_stats, submit_job, worker_available
+from .pool import job_warning, server_pool
 
 
 @login_required
 @require_GET
 def server_list(request: HtmxHttpRequest) -> HttpResponse:
-    return render(request, "benchmarks/server_list.html", {"servers": Server.objects.all()})
+    servers = [(s, server_pool(s.launch_command, s.last_probe)) for s in Server.objects.all()]
+    return render(request, "benchmarks/server_list.html", {"servers": servers})
 
 
 @staff_member_required
@@ -50,7 +53,8 @@ def server_edit(request: HtmxHttpRequest, pk: int | None = None) -> HttpResponse
 def server_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(Server, pk=pk)
     jobs = server.jobs.defer("params", "recent_errors")[:20]
-    return render(request, "benchmarks/server_detail.html", {"server": server, "jobs": jobs})
+    context = {"server": server, "jobs": jobs, "pool": server_pool(server.launch_command, server.last_probe)}
+    return render(request, "benchmarks/server_detail.html", context)
 
 
 @staff_member_required
@@ -82,6 +86,10 @@ def job_new(request: HtmxHttpRequest) -> HttpResponse:
     server: Server = form.cleaned_data["server"]
     if "measure" in request.POST:
         return _measure(request, form, server)
+    if not form.cleaned_data["run_anyway"]:
+        context["warning"] = _pool_warning(form, server)
+        if context["warning"]:  # nothing submitted: the user reads what will happen, then decides
+            return render(request, "benchmarks/job_form.html", context)
     problem = worker_available()
     if problem:
         context["submit_error"] = f"Nothing was submitted: {problem}."
@@ -97,18 +105,64 @@ def _measure(request: HtmxHttpRequest, form: JobForm, server: Server) -> HttpRes
         context["measure_error"] = "A synthetic prompt has exactly the tokens you asked for; nothing to measure."
         return render(request, "benchmarks/job_form.html", context, status=400)
     try:
-        stats = prompt_stats(tokenize(resolve_target(server.base_url), params["prompts"], server.api_key))
+        counts = tokenize(resolve_target(server.base_url), params["prompts"], server.api_key)
     except (TargetRefused, ProbeError, OSError) as exc:
         context["measure_error"] = f"Could not tokenize on {server.name}: {exc}"
         return render(request, "benchmarks/job_form.html", context, status=502)
+    stats = prompt_stats(counts)
+    context["measured"] = {**stats._asdict(), "sizing_url": _sizing_url(server, stats.p95, params)}
+    longest_sent = max(counts[: int(params["requests"])])  # request i sends prompt i modulo their number
+    context["warning"] = _warning_for(server, longest_sent, "the longest prompt the job sends, measured", params)
+    return render(request, "benchmarks/job_form.html", context)
+
+
+def _prompts_sent(params: dict[str, Any]) -> list[str]:
+    """The prompts the job will send: request i sends prompt i modulo their number."""
+    prompts: list[str] = params["prompts"]
+    return prompts[: int(params["requests"])]
+
+
+def _sizing_url(server: Server, prompt_tokens: int, params: dict[str, Any]) -> str:
+    """The sizing page for this server's command line and this workload (the sizing form's own fields)."""
     workload = {
-        "prompt_tokens": stats.p95,
+        "prompt_tokens": prompt_tokens,
         "output_tokens": params["n_predict"],
         "concurrency": params["concurrency"],
         "command": server.launch_command,
     }
-    context["measured"] = {**stats._asdict(), "sizing_url": reverse("sizing") + "?" + urlencode(workload)}
-    return render(request, "benchmarks/job_form.html", context)
+    return reverse("sizing") + "?" + urlencode({k: v for k, v in workload.items() if v not in ("", None)})
+
+
+def _pool_warning(form: JobForm, server: Server) -> dict[str, object] | None:
+    """What the job will run into on this server's pool, before it is submitted (None: nothing known to fear)."""
+    params = form.params()
+    if server_pool(server.launch_command, server.last_probe) is None:
+        return None
+    if "prompt_tokens" in params:
+        return _warning_for(server, params["prompt_tokens"], "the synthetic prompt", params)
+    try:  # the prompts' real length, as the server will count them
+        counts = tokenize(resolve_target(server.base_url), _prompts_sent(params), server.api_key, timeout_s=15)
+    except (TargetRefused, ProbeError, OSError, TimeoutError):
+        return None  # cannot be measured now: the job itself will say what the server does
+    return _warning_for(server, max(counts), "the longest prompt, measured on the server", params)
+
+
+def _warning_for(
+    server: Server, prompt_tokens: int, prompt_source: str, params: dict[str, Any]
+) -> dict[str, object] | None:
+    pool = server_pool(server.launch_command, server.last_probe)
+    if pool is None:
+        return None
+    warning = job_warning(pool, prompt_tokens, int(params["n_predict"]), int(params["concurrency"]))
+    if warning is None:
+        return None
+    return {
+        "warning": warning,
+        "pool": pool,
+        "prompt_tokens": prompt_tokens,
+        "prompt_source": prompt_source,
+        "sizing_url": _sizing_url(server, prompt_tokens, params),
+    }
 
 
 @require_GET

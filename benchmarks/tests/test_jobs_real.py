@@ -159,6 +159,7 @@ def test_auto_slots_with_a_shared_pool_fail_all_three_requests_together(
                 "requests": 3,
                 "repeats": 1,
                 "timeout_s": 120,
+                "run_anyway": "on",  # past the form's warning: this job reproduces the failure
             },
         )
         assert response.status_code == 302

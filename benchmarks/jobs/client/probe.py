@@ -89,14 +89,17 @@ async def _token_ids(session: aiohttp.ClientSession, target: Target, text: str, 
         return tokens
 
 
-async def tokenize_async(target: Target, texts: list[str], api_key: str = "") -> list[int]:
-    """Token counts of texts as /completion will see them (add_special: true)."""
-    async with session_for(target, limit=4, api_key=api_key) as session:
+async def tokenize_async(
+    target: Target, texts: list[str], api_key: str = "", timeout_s: float | None = None
+) -> list[int]:
+    """Token counts of texts as /completion will see them (add_special: true); within timeout_s in all."""
+    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=10) if timeout_s else None
+    async with session_for(target, limit=4, api_key=api_key, timeout=timeout) as session:
         return [len(await _token_ids(session, target, text, add_special=True)) for text in texts]
 
 
-def tokenize(target: Target, texts: list[str], api_key: str = "") -> list[int]:
-    return asyncio.run(tokenize_async(target, texts, api_key))
+def tokenize(target: Target, texts: list[str], api_key: str = "", timeout_s: float | None = None) -> list[int]:
+    return asyncio.run(tokenize_async(target, texts, api_key, timeout_s))
 
 
 async def synthetic_prompt_async(target: Target, n_tokens: int, api_key: str = "") -> list[int]:

@@ -1,0 +1,107 @@
+"""Numbers as people read them: thousands separators, a unit, a precision that suits the quantity.
+
+Every page that shows a TTFT, a latency, a rate or a count uses these filters, so a
+TTFT is never `1.4075675379999666` on one page and `1.41 s` on another. A missing
+value is "—".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+register = template.Library()
+MISSING = "—"
+
+
+def _number(value: Any) -> float | None:
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@register.filter
+def thousands(value: Any) -> str:
+    """12345 → "12,345"; a float keeps up to its sensible digits."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    return f"{number:,.0f}" if number == int(number) else f"{number:,.2f}"
+
+
+@register.filter
+def seconds(value: Any) -> str:
+    """A duration in seconds: milliseconds shown under 10 s (1.408 s), tenths above (123.4 s)."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    return f"{number:,.3f} s" if abs(number) < 10 else f"{number:,.1f} s"
+
+
+@register.filter
+def tok_s(value: Any) -> str:
+    """A rate in tokens per second: two decimals under 100, one above."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    return f"{number:,.2f} tok/s" if abs(number) < 100 else f"{number:,.1f} tok/s"
+
+
+@register.filter
+def ms(value: Any) -> str:
+    """A duration in milliseconds, as llama-server's timings report it."""
+    number = _number(value)
+    if number is None:
+        return MISSING
+    return f"{number:,.1f} ms"
+
+
+# How the extra fields an executed run records are shown: a unit per known key.
+_EXTRA_UNITS = {
+    "prompt_ms": ms,
+    "predicted_ms": ms,
+    "prompt_per_second": tok_s,
+    "predicted_per_second": tok_s,
+    "client_tok_s": tok_s,
+}
+
+
+def _flatten(values: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    for key, value in values.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            rows.extend(_flatten(value, f"{name}."))
+        else:
+            rows.append((name, value))
+    return rows
+
+
+def extra_value(key: str, value: Any) -> str:
+    leaf = key.rsplit(".", 1)[-1]
+    if leaf in _EXTRA_UNITS:
+        return _EXTRA_UNITS[leaf](value)
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)):
+        return thousands(value)
+    if value is None or value == "":
+        return MISSING
+    return str(value)
+
+
+@register.filter
+def extra_table(values: Any) -> SafeString | str:
+    """A record's extra fields as a small key / value table (nested objects as dotted keys)."""
+    if not isinstance(values, dict) or not values:
+        return MISSING
+    rows = format_html_join(
+        "", "<tr><th><code>{}</code></th><td>{}</td></tr>", ((k, extra_value(k, v)) for k, v in _flatten(values))
+    )
+    return format_html('<table class="extra">{}</table>', rows)
