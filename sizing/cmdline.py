@@ -1,13 +1,18 @@
 """Parse a pasted `llama-server ...` command line into the flags that decide KV memory.
 
 Flag names and value forms follow common/arg.cpp of the llama.cpp tree kvlab targets.
-Flags kvlab does not model are named back to the user, never silently dropped.
+Flags kvlab does not model are named back to the user with what llama-server does with
+them — run with the flag's meaning, or refuse to start — read from llama-server's own
+`--help` (llama_server_help.txt beside this file, b11434's, verbatim).
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import shlex
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from .ggml_types import KV_CACHE_TYPES
 from .kv import MAX_CTX, MAX_PARALLEL, ServerFlags
@@ -34,6 +39,8 @@ _BOOL_FLAGS = {
     "-no-kvu": ("kv_unified", False),
     "--no-kv-unified": ("kv_unified", False),
     "--swa-full": ("swa_full", True),
+    "-kvo": ("kv_offload", True),
+    "--kv-offload": ("kv_offload", True),
     "-nkvo": ("kv_offload", False),
     "--no-kv-offload": ("kv_offload", False),
 }
@@ -44,13 +51,90 @@ _FLASH_VALUES |= {"enabled": "on", "disabled": "off"}
 KNOWN_FLAGS = (*_INT_FLAGS, *_TYPE_FLAGS, *_BOOL_FLAGS, *_FLASH_FLAGS, *_MODEL_FLAGS)
 
 
+HELP_FILE = Path(__file__).resolve().parent / "llama_server_help.txt"
+HELP_COLUMN = 40  # where llama-server's --help starts each option's description
+
+
+@dataclass(frozen=True)
+class ServerOption:
+    """One option of llama-server's --help: its names, its value (if it takes one), its meaning."""
+
+    names: tuple[str, ...]
+    value: str  # the value's placeholder ("N", "PORT"); "" for a switch
+    help: str
+    negative: frozenset[str] = frozenset()  # the names that switch it off (--no-slots)
+
+    @property
+    def n_values(self) -> int:
+        words = self.value.split()
+        if not words:
+            return 0
+        return len(words) if all(re.fullmatch(r"[A-Z_]+", w) for w in words) else 1
+
+
+@functools.cache
+def server_options() -> dict[str, ServerOption]:
+    """Every option llama-server b11434 accepts, by each of its names, from its --help."""
+    options: dict[str, ServerOption] = {}
+    current: tuple[list[str], str, list[str]] | None = None
+
+    def close() -> None:
+        if current is None:
+            return
+        names, value, text = current
+        negative: set[str] = set()
+        if not value and any(n.startswith("--no-") for n in names):
+            longs = [i for i, n in enumerate(names) if n.startswith("--") and not n.startswith("--no-")]
+            negative = set(names[longs[-1] + 1 :]) if longs else set()
+        option = ServerOption(tuple(names), value, " ".join(text), frozenset(negative))
+        options.update(dict.fromkeys(names, option))
+
+    for line in HELP_FILE.read_text().splitlines():
+        if line.startswith("-----") or not line.strip():
+            close()
+            current = None
+        elif line.startswith("-"):
+            close()
+            wrapped = len(line) > HELP_COLUMN and line[HELP_COLUMN - 2 : HELP_COLUMN] == "  "
+            left, text = (line[:HELP_COLUMN], line[HELP_COLUMN:].strip()) if wrapped else (line, "")
+            names, value = [], ""
+            for piece in re.split(r",\s+", left.strip()):
+                word, _, rest = piece.partition(" ")
+                if word.startswith("-"):
+                    names.append(word)
+                    value = rest.strip() or value
+                else:
+                    value = f"{value}, {piece}" if value else piece
+            current = (names, value, [text] if text else [])
+        elif current is not None and not line.strip().startswith("(env:"):
+            current[2].append(line.strip())
+    close()
+    return options
+
+
+@dataclass(frozen=True)
+class ArgNote:
+    """An argument kvlab does not model, and what llama-server does with it."""
+
+    arg: str  # as written, with its value: "--port 8080", "--slots 1"
+    refused: bool  # llama-server exits with an error instead of starting
+    says: str
+
+
 @dataclass
 class ParsedCommand:
     flags: ServerFlags
     model_path: str | None = None
     given: list[str] = field(default_factory=list)  # the known flags as written
     ignored: list[str] = field(default_factory=list)  # flags kvlab does not model, with values
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # kvlab cannot read the command
+    notes: list[ArgNote] = field(default_factory=list)  # one per ignored argument, and per refused form
+    other_args: list[str] = field(default_factory=list)  # the unmodelled arguments, as tokens, in order
+
+    @property
+    def refusals(self) -> list[ArgNote]:
+        """What llama-server would refuse to start with."""
+        return [n for n in self.notes if n.refused]
 
 
 def parse_command(text: str, base: ServerFlags | None = None) -> ParsedCommand:
@@ -71,6 +155,15 @@ def parse_command(text: str, base: ServerFlags | None = None) -> ParsedCommand:
         token = tokens[i]
         name, inline = (token.split("=", 1) + [None])[:2] if token.startswith("--") else (token, None)
         i += 1
+        if inline is not None and name in KNOWN_FLAGS:
+            result.notes.append(
+                ArgNote(
+                    token,
+                    True,
+                    f"llama-server does not read --name=value: it exits with 'error: invalid argument: {token}'. "
+                    f"Write {name} {inline}.",
+                )
+            )
         raw: str | None = None
         if name in _INT_FLAGS or name in _TYPE_FLAGS or name in _MODEL_FLAGS:
             raw, i = _value(tokens, i, inline)
@@ -109,18 +202,65 @@ def parse_command(text: str, base: ServerFlags | None = None) -> ParsedCommand:
             if raw is not None:
                 result.model_path = raw
                 result.given.append(f"{name} {raw}")
-        elif token.startswith("-") and not _is_number(token):
-            # An unknown flag: keep it, with its value when the next token is one.
-            if inline is None and i < len(tokens) and (not tokens[i].startswith("-") or _is_number(tokens[i])):
-                result.ignored.append(f"{token} {tokens[i]}")
-                i += 1
-            else:
-                result.ignored.append(token)
         else:
-            result.ignored.append(token)
+            i = _unmodelled(result, tokens, i - 1)
     if not result.errors:
         result.flags = replace(result.flags, **values)  # type: ignore[arg-type]
     return result
+
+
+def _unmodelled(result: ParsedCommand, tokens: list[str], i: int) -> int:
+    """Note the argument at tokens[i] (and its values) with what llama-server does with it;
+    returns the index after them. llama-server's parser takes an option's values as the
+    next arguments, whatever they look like, and refuses anything that is not an option."""
+    token = tokens[i]
+    option = server_options().get(token)
+    if option is None:
+        # Not one of llama-server's options: it stops at the first such argument. A value
+        # after it is shown with it.
+        end = i + 1
+        if token.startswith("-") and end < len(tokens) and (not tokens[end].startswith("-") or _is_number(tokens[end])):
+            end += 1
+        arg = " ".join(tokens[i:end])
+        if token.startswith("-") and not _is_number(token):
+            says = f"llama-server b11434 has no option {token}: it exits with 'error: invalid argument: {token}'."
+        else:
+            says = f"llama-server takes no positional arguments: it exits with 'error: invalid argument: {token}'."
+        _note(result, tokens[i:end], ArgNote(arg, True, says))
+        return end
+    end = i + 1 + option.n_values
+    if end > len(tokens):
+        says = f"{token} needs a value ({option.value}): llama-server exits with 'expected value for argument'."
+        _note(result, tokens[i:], ArgNote(" ".join(tokens[i:]), True, says))
+        return len(tokens)
+    meaning = option.help or "(no description)"
+    if token in option.negative:
+        meaning = f"switched off — {meaning}"
+    arg = " ".join(tokens[i:end])
+    if option.value or end >= len(tokens) or tokens[end].startswith("-"):
+        _note(result, tokens[i:end], ArgNote(arg, False, f"llama-server runs with it: {meaning}"))
+        return end
+    # A switch followed by a value: llama-server reads the value as an argument of its own
+    # and refuses it.
+    stray = tokens[end]
+    says = (
+        f"{token} takes no value ({meaning}); llama-server exits with 'error: invalid argument: {stray}' "
+        "and does not start."
+    )
+    if token == "--slots":
+        says = (
+            f"--slots takes no value: it exposes the /slots monitoring endpoint (on by default) and does not set "
+            f"the number of slots. llama-server exits with 'error: invalid argument: {stray}' and does not start. "
+            f"For {stray} slot{'' if stray == '1' else 's'}, write -np {stray}."
+        )
+    _note(result, tokens[i : end + 1], ArgNote(f"{arg} {stray}", True, says))
+    return end + 1
+
+
+def _note(result: ParsedCommand, args: list[str], note: ArgNote) -> None:
+    result.ignored.append(note.arg)
+    result.notes.append(note)
+    result.other_args.extend(args)
 
 
 def _value(tokens: list[str], i: int, inline: str | None) -> tuple[str | None, int]:
@@ -151,6 +291,10 @@ def _is_number(token: str) -> bool:
 
 
 def _set_int(result: ParsedCommand, values: dict[str, object], name: str, attr: str, raw: str) -> None:
+    if attr == "n_gpu_layers" and raw.lower() in ("all", "auto"):
+        values[attr] = None  # every layer on the GPU (auto: as many as fit; kvlab sizes them all)
+        result.given.append(f"{name} {raw.lower()}")
+        return
     try:
         value = int(raw)
     except ValueError:
@@ -174,6 +318,19 @@ def _set_int(result: ParsedCommand, values: dict[str, object], name: str, attr: 
     else:
         values[attr] = value
     result.given.append(f"{name} {value}")
+
+
+QUANT_IN_NAME = re.compile(
+    r"(?<![A-Z0-9])(I?Q\d_[A-Z0-9]+(?:_[A-Z0-9]+)*|Q\d_\d|MXFP4(?:_MOE)?|F16|BF16|F32)(?![A-Z0-9])", re.I
+)
+
+
+def quant_in_file_name(path: str) -> str:
+    """The quantization a GGUF file name states (`…-Q4_K_M.gguf` → "Q4_K_M"), or ""."""
+    name = path.rsplit("/", 1)[-1]
+    name = re.sub(r"(-\d{5}-of-\d{5})?\.gguf$", "", name, flags=re.I)
+    found = QUANT_IN_NAME.findall(name)
+    return found[-1].upper() if found else ""
 
 
 def to_command(flags: ServerFlags, model_path: str = "MODEL.gguf") -> list[str]:

@@ -1,9 +1,19 @@
-"""The sizing page's inputs: a model, flags (or a pasted command line), a GPU, a workload."""
+"""The sizing page's inputs: a model, flags (or a pasted command line), a GPU, a workload.
+
+The form shows what its result used (STYLE 15): `SizingInputs.effective` holds every field's
+value as the sizing used it, defaults included, and the page renders the form with it.
+Flags have one source: a pasted command that changed since the page last showed it sets
+the flags (the fields then show them); otherwise the fields set them and the command is
+rewritten to match.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django import forms
@@ -12,15 +22,41 @@ from benchmarks.history.metrics import at_rank
 from benchmarks.models import Run
 
 from . import catalogue
-from .cmdline import ParsedCommand, parse_command
+from .cmdline import ArgNote, ParsedCommand, parse_command, quant_in_file_name, to_command
 from .ggml_types import KV_CACHE_TYPES
 from .hparams import ModelParams, ModelSpecError, model_params
 from .kv import MAX_CTX, MAX_PARALLEL, ServerFlags
 from .models import GgufHead
 from .report import Sizing, size
+from .weights import WeightsFigure
 from .workload import Workload
 
 MAX_PARAMS_CHARS = 200_000
+GiB = 1024**3
+MAX_WEIGHTS_BYTES = 1 << 50  # 1 PiB: beyond any model
+# Without a unit, a number this large is bytes; a smaller one is GiB.
+BARE_BYTES_FROM = 1 << 20
+WEIGHT_UNITS = {"b": 1, "bytes": 1, "kib": 1024, "mib": 1024**2, "gib": GiB, "kb": 1000, "mb": 10**6, "gb": 10**9}
+DEFAULT_FIELDS = {"type_k": "f16", "type_v": "f16", "flash_attn": "auto", "n_ubatch": 512, "prefer": "throughput"}
+
+
+def parse_weights_size(text: str) -> int:
+    """Bytes from "13.35 GiB", "14,333,922,848", "14333922848 B", "14.3 GB"; a bare small number is GiB."""
+    match = re.fullmatch(r"\s*([\d,_]*\.?\d+)\s*([A-Za-z]*)\s*", text)
+    if not match:
+        raise forms.ValidationError("Give the weights' size as a number of GiB (13.35 GiB) or bytes (14,333,922,848).")
+    number_text, unit = match.group(1).replace(",", "").replace("_", ""), match.group(2).lower()
+    try:
+        number = Decimal(number_text)
+    except InvalidOperation:
+        raise forms.ValidationError(f"{text!r} is not a number.") from None
+    if unit and unit not in WEIGHT_UNITS:
+        raise forms.ValidationError(f"Unknown unit {match.group(2)!r}: use GiB, MiB, GB or B (bytes).")
+    scale = WEIGHT_UNITS[unit] if unit else (1 if number >= BARE_BYTES_FROM else GiB)
+    value = int(number * scale)
+    if not 0 < value <= MAX_WEIGHTS_BYTES:
+        raise forms.ValidationError("The weights' size must be above 0 and at most 1 PiB.")
+    return value
 
 
 @dataclass
@@ -36,6 +72,16 @@ class SizingInputs:
     gpu_label: str
     workload: Workload | None
     catalogue_id: str = ""
+    quant: str = ""  # the catalogue quantization whose weights count ("" if none)
+    quant_options: list[WeightsFigure] = field(default_factory=list)  # the catalogue's, for this model
+    weights_notes: list[str] = field(default_factory=list)  # why a quantization gave no weights
+    flags_from: str = "fields"  # "fields" or "command": which one set the flags
+    effective: dict[str, Any] = field(default_factory=dict)  # every field as the sizing used it
+    run: Run | None = None  # the run whose measured prompts are the workload
+
+    @property
+    def refusals(self) -> list[ArgNote]:
+        return self.command.refusals if self.command else []
 
     def size(self) -> Sizing:
         return size(
@@ -53,6 +99,22 @@ def _choices(items: dict[str, Any], label: str) -> list[tuple[str, str]]:
     return [("", label)] + [(key, getattr(item, "name", key)) for key, item in items.items()]
 
 
+def _same_text(a: str, b: str) -> bool:
+    """Equal but for whitespace (browsers send a textarea's newlines as CRLF)."""
+    return a.split() == b.split()
+
+
+def catalogue_figures(model_id: str) -> list[WeightsFigure]:
+    """The catalogue's weights of a model, one per quantization, in quantizations() order."""
+    figures = (catalogue.weights_for(model_id, q) for q in catalogue.quantizations(model_id))
+    return [f for f in figures if f is not None]
+
+
+def weights_source_label(figure: WeightsFigure) -> str:
+    how = "computed exactly from the tensor shapes" if figure.computed else "a published GGUF's file size"
+    return f"catalogue {figure.quant}: {how} — {figure.source}"
+
+
 class SizingForm(forms.Form):
     source = forms.ChoiceField(
         choices=[("catalogue", "built-in catalogue"), ("gguf", "uploaded GGUF head"), ("params", "pasted metadata")],
@@ -60,7 +122,18 @@ class SizingForm(forms.Form):
         required=False,
     )
     model = forms.ChoiceField(required=False, label="catalogue model")
-    quant = forms.CharField(required=False, max_length=32, label="quantization (weights file)")
+    quant = forms.CharField(
+        required=False,
+        max_length=32,
+        label="quantization (weights file)",
+        widget=forms.TextInput(attrs={"list": "quant-options", "placeholder": "e.g. Q4_K_M", "autocomplete": "off"}),
+    )
+    weights = forms.CharField(
+        required=False,
+        max_length=40,
+        label="or the weights' size (GiB, or bytes)",
+        widget=forms.TextInput(attrs={"placeholder": "13.35 GiB"}),
+    )
     gguf = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     params = forms.CharField(
         required=False,
@@ -76,6 +149,9 @@ class SizingForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "llama-server -m model.gguf -c 16384 -np 3 ..."}),
         label="or paste a llama-server command",
     )
+    # The command as the page last showed it: a command that differs was pasted or edited
+    # since, and sets the flags; an unchanged one follows the fields.
+    command_synced = forms.CharField(required=False, max_length=20_000, widget=forms.HiddenInput)
     ctx_size = forms.IntegerField(required=False, min_value=0, max_value=MAX_CTX, label="-c (context)")
     parallel = forms.IntegerField(required=False, min_value=1, max_value=MAX_PARALLEL, label="-np (blank: auto)")
     kv_unified = forms.ChoiceField(
@@ -83,18 +159,23 @@ class SizingForm(forms.Form):
     )
     type_k = forms.ChoiceField(choices=[(t, t) for t in KV_CACHE_TYPES], initial="f16", required=False, label="-ctk")
     type_v = forms.ChoiceField(choices=[(t, t) for t in KV_CACHE_TYPES], initial="f16", required=False, label="-ctv")
-    flash_attn = forms.ChoiceField(choices=[(v, v) for v in ("auto", "on", "off")], required=False, label="-fa")
+    flash_attn = forms.ChoiceField(
+        choices=[(v, v) for v in ("auto", "on", "off")], initial="auto", required=False, label="-fa"
+    )
     swa_full = forms.BooleanField(required=False, label="--swa-full")
     no_kv_offload = forms.BooleanField(required=False, label="--no-kv-offload")
-    n_ubatch = forms.IntegerField(required=False, min_value=1, max_value=65536, label="-ub")
-    n_gpu_layers = forms.IntegerField(required=False, min_value=0, max_value=1000, label="-ngl")
+    n_ubatch = forms.IntegerField(required=False, min_value=1, max_value=65536, initial=512, label="-ub")
+    n_gpu_layers = forms.IntegerField(required=False, min_value=0, max_value=1000, label="-ngl (blank: all)")
     gpu = forms.ChoiceField(required=False, label="GPU")
     gpu_mib = forms.IntegerField(required=False, min_value=256, max_value=4_194_304, label="or its memory (MiB)")
     prompt_tokens = forms.IntegerField(required=False, min_value=1, max_value=MAX_CTX, label="p95 prompt tokens")
     output_tokens = forms.IntegerField(required=False, min_value=0, max_value=MAX_CTX, label="p95 output tokens")
     concurrency = forms.IntegerField(required=False, min_value=1, max_value=1024, label="concurrent requests")
     prefer = forms.ChoiceField(
-        choices=[("throughput", "throughput"), ("latency", "latency")], required=False, label="what matters more"
+        choices=[("throughput", "throughput"), ("latency", "latency")],
+        initial="throughput",
+        required=False,
+        label="what matters more",
     )
     run = forms.IntegerField(required=False, min_value=1, label="use the measured prompts of run #")
 
@@ -104,6 +185,12 @@ class SizingForm(forms.Form):
         self.fields["gpu"].choices = [("", "— none —")] + [
             (g.id, f"{g.name} ({g.memory_mib:,} MiB)") for g in catalogue.gpus().values()
         ]
+        self.inputs: SizingInputs | None = None
+        self.run_without_model: Run | None = None  # a run whose measured prompts came without a model
+
+    def clean_weights(self) -> int | None:
+        text = self.cleaned_data.get("weights") or ""
+        return parse_weights_size(text) if text.strip() else None
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -117,9 +204,8 @@ class SizingForm(forms.Form):
             raise forms.ValidationError(f"This model cannot be sized: {exc}") from None
         return data
 
-    def _inputs(self, data: dict[str, Any]) -> SizingInputs | None:
-        model, label, path, weights, weights_source, catalogue_id = self._model(data)
-        flags = ServerFlags(
+    def _field_flags(self, data: dict[str, Any]) -> ServerFlags:
+        return ServerFlags(
             ctx_size=data.get("ctx_size") or None,
             parallel=data.get("parallel"),
             kv_unified={"on": True, "off": False}.get(data.get("kv_unified") or ""),
@@ -131,22 +217,50 @@ class SizingForm(forms.Form):
             n_ubatch=data.get("n_ubatch") or 512,
             n_gpu_layers=data.get("n_gpu_layers"),
         )
-        command = None
-        if data.get("command"):
-            command = parse_command(data["command"], base=ServerFlags())
+
+    def _inputs(self, data: dict[str, Any]) -> SizingInputs | None:
+        flags = self._field_flags(data)
+        command, flags_from, command_text = None, "fields", (data.get("command") or "").strip()
+        if command_text:
+            command = parse_command(command_text, base=ServerFlags())
             if command.errors:
                 raise forms.ValidationError("The command line: " + "; ".join(command.errors))
-            flags = command.flags
-            if command.model_path:
-                path = command.model_path.rsplit("/", 1)[-1]
+            if _same_text(command_text, data.get("command_synced") or ""):
+                # Unchanged since the page showed it: the fields set the flags they have, the
+                # command the rest (-b), and the command is rewritten to match.
+                flags = command.flags = replace(command.flags, **_field_overrides(flags))
+            else:
+                # Pasted or edited since: the command is the whole configuration.
+                flags_from, flags = "command", command.flags
+        model, label, path, catalogue_id = self._model(data)
+        if command and command.model_path:
+            path = command.model_path.rsplit("/", 1)[-1]
+        weights, weights_source, quant, notes = self._weights(data, catalogue_id, command, flags_from)
         gpu_mib, gpu_label = data.get("gpu_mib"), ""
         if data.get("gpu"):
             gpu = catalogue.gpus()[data["gpu"]]
             gpu_mib, gpu_label = gpu.memory_mib, gpu.name
         elif gpu_mib:
             gpu_label = f"{gpu_mib:,} MiB GPU"
+        workload, run = self._workload(data)
         if model is None:
+            self.run_without_model = run
             return None
+        if command and flags_from == "fields":
+            command_text = shlex.join(to_command(flags, command.model_path or path) + command.other_args)
+        effective = {
+            **{name: data.get(name) for name in self.fields},
+            **_flag_fields(flags),
+            "source": data.get("source") or "catalogue",
+            "quant": quant or data.get("quant") or "",
+            "weights": self.data.get("weights", "") if weights is not None else "",
+            "command": command_text,
+            "command_synced": command_text,
+            "prompt_tokens": workload.prompt_tokens if workload else None,
+            "output_tokens": workload.output_tokens if workload else None,
+            "concurrency": workload.concurrency if workload else data.get("concurrency"),
+            "prefer": workload.preference if workload else data.get("prefer") or "throughput",
+        }
         return SizingInputs(
             model=model,
             model_label=label,
@@ -157,27 +271,23 @@ class SizingForm(forms.Form):
             command=command,
             gpu_mib=gpu_mib,
             gpu_label=gpu_label,
-            workload=self._workload(data),
+            workload=workload,
             catalogue_id=catalogue_id,
+            quant=quant,
+            quant_options=[
+                f for q in catalogue.quantizations(catalogue_id) if (f := catalogue.weights_for(catalogue_id, q))
+            ],
+            weights_notes=notes,
+            flags_from=flags_from,
+            effective={k: "" if v is None else v for k, v in effective.items()},
+            run=run,
         )
 
-    def _model(self, data: dict[str, Any]) -> tuple[ModelParams | None, str, str, int | None, str, str]:
+    def _model(self, data: dict[str, Any]) -> tuple[ModelParams | None, str, str, str]:
         source = data.get("source") or "catalogue"
         if source == "gguf":
-            if not data.get("gguf"):
-                raise forms.ValidationError("Upload a GGUF file's head first.")
-            head = GgufHead.objects.filter(pk=data["gguf"]).first()
-            if head is None:
-                raise forms.ValidationError("That uploaded GGUF head no longer exists; upload it again.")
-            weights = head.weights_bytes
-            return (
-                model_params(head.metadata),
-                head.filename,
-                head.filename,
-                weights,
-                "gguf tensors" if weights is not None else "",
-                "",
-            )
+            head = self._head(data)
+            return model_params(head.metadata), head.filename, head.filename, ""
         if source == "params":
             if not data.get("params"):
                 raise forms.ValidationError("Paste the model's GGUF metadata as a JSON object.")
@@ -188,43 +298,111 @@ class SizingForm(forms.Form):
             if not isinstance(metadata, dict):
                 raise forms.ValidationError("The metadata must be a JSON object of GGUF keys and values.")
             model = model_params(metadata)
-            return model, model.name, "MODEL.gguf", None, "", ""
+            return model, model.name, "MODEL.gguf", ""
         if not data.get("model"):
-            return None, "", "", None, "", ""
+            return None, "", "", ""
         entry = catalogue.models()[data["model"]]
-        quant = data.get("quant") or next(iter(entry.files), "")
-        if data.get("quant") and quant not in entry.files:
-            raise forms.ValidationError(
-                f"{entry.name} has no {quant} file size in the catalogue"
-                + (f" (known: {', '.join(entry.files)})." if entry.files else ".")
-            )
-        weights = entry.files.get(quant) if quant else None
-        source_label = f"catalogue file size ({quant})" if weights else ""
+        quant = (data.get("quant") or "").strip().upper()
         path = f"{entry.id}-{quant}.gguf" if quant else f"{entry.id}.gguf"
-        return model_params(entry.metadata), entry.name, path, weights, source_label, entry.id
+        return model_params(entry.metadata), entry.name, path, entry.id
 
-    def _workload(self, data: dict[str, Any]) -> Workload | None:
+    def _head(self, data: dict[str, Any]) -> GgufHead:
+        if not data.get("gguf"):
+            raise forms.ValidationError("Upload a GGUF file's head first.")
+        if not hasattr(self, "_gguf_head"):
+            self._gguf_head = GgufHead.objects.filter(pk=data["gguf"]).first()
+        if self._gguf_head is None:
+            raise forms.ValidationError("That uploaded GGUF head no longer exists; upload it again.")
+        return self._gguf_head
+
+    def _weights(
+        self, data: dict[str, Any], catalogue_id: str, command: ParsedCommand | None, flags_from: str
+    ) -> tuple[int | None, str, str, list[str]]:
+        """The weights' bytes, where they come from, the quantization used, and notes.
+
+        A size typed in wins; then an uploaded head's tensor table; then the catalogue's
+        figure for the quantization typed in (or named by the command's -m file, when
+        the command sets the flags or no quantization is typed). Never a guess."""
+        typed_quant = (data.get("quant") or "").strip()
+        file_quant = quant_in_file_name(command.model_path) if command and command.model_path else ""
+        quant = file_quant if file_quant and (flags_from == "command" or not typed_quant) else typed_quant
+        if data.get("weights") is not None:
+            return data["weights"], "the size you gave", "", []
+        if (data.get("source") or "catalogue") == "gguf":
+            head = self._head(data)
+            if head.weights_bytes is not None:
+                return head.weights_bytes, "gguf tensors", "", []
+            return None, "", "", ["the uploaded head's tensor table is incomplete: its weights are unknown"]
+        if not catalogue_id or not quant:
+            return None, "", "", []
+        figure = catalogue.weights_for(catalogue_id, quant)
+        if figure is not None:
+            return figure.bytes, weights_source_label(figure), figure.quant, []
+        entry = catalogue.models()[catalogue_id]
+        known = catalogue.quantizations(catalogue_id)
+        message = f"{entry.name} has no {quant} weights in the catalogue" + (
+            f" (it has: {', '.join(known)})." if known else " (it has none yet)."
+        )
+        if quant == typed_quant:
+            raise forms.ValidationError(message)
+        return None, "", "", [f"The command's model file names {quant}, but {message[0].lower()}{message[1:]}"]
+
+    def _workload(self, data: dict[str, Any]) -> tuple[Workload | None, Run | None]:
         prompt, output = data.get("prompt_tokens"), data.get("output_tokens")
         concurrency = data.get("concurrency") or 1
+        run = None
         if data.get("run"):
-            measured = measured_workload(data["run"])
+            run = Run.objects.filter(pk=data["run"]).first()
+            measured = measured_workload(run) if run else None
             if measured is None:
                 raise forms.ValidationError(f"Run #{data['run']} does not exist or has no prompt sizes.")
             prompt = prompt or measured.prompt_tokens
             output = output if output is not None else measured.output_tokens
             concurrency = data.get("concurrency") or measured.concurrency
         if prompt is None and output is None:
-            return None
+            return None, run
         if prompt is None or output is None:
             raise forms.ValidationError("Give both the p95 prompt tokens and the p95 output tokens.")
-        return Workload(prompt, output, concurrency, data.get("prefer") or "throughput")
+        return Workload(prompt, output, concurrency, data.get("prefer") or "throughput"), run
 
 
-def measured_workload(run_id: int) -> Workload | None:
+def _field_overrides(flags: ServerFlags) -> dict[str, Any]:
+    """Every flag the sizing form has a field for (the rest, such as -b, only a command sets)."""
+    return {
+        name: getattr(flags, name)
+        for name in (
+            "ctx_size",
+            "parallel",
+            "kv_unified",
+            "type_k",
+            "type_v",
+            "flash_attn",
+            "swa_full",
+            "kv_offload",
+            "n_ubatch",
+            "n_gpu_layers",
+        )
+    }
+
+
+def _flag_fields(flags: ServerFlags) -> dict[str, Any]:
+    """The form's flag fields for these flags."""
+    return {
+        "ctx_size": flags.ctx_size,
+        "parallel": flags.parallel,
+        "kv_unified": "" if flags.kv_unified is None else ("on" if flags.kv_unified else "off"),
+        "type_k": flags.type_k,
+        "type_v": flags.type_v,
+        "flash_attn": flags.flash_attn,
+        "swa_full": flags.swa_full,
+        "no_kv_offload": not flags.kv_offload,
+        "n_ubatch": flags.n_ubatch,
+        "n_gpu_layers": flags.n_gpu_layers,
+    }
+
+
+def measured_workload(run: Run) -> Workload | None:
     """p95 prompt and output tokens of a run's requests, and its concurrency."""
-    run = Run.objects.filter(pk=run_id).first()
-    if run is None:
-        return None
     rows = list(run.requests.values_list("prompt_tokens", "output_tokens", "n_predict"))
     prompts = sorted(p for p, _, _ in rows if p is not None)
     outputs = sorted(o if o is not None else n for _, o, n in rows if (o if o is not None else n) is not None)

@@ -46,9 +46,13 @@ class MemoryPlan:
 
     @property
     def fits(self) -> bool | None:
-        if self.gpu_bytes is None or self.weights_bytes is None:
+        """True or False when it can be judged; None without a GPU, or without the weights
+        unless the KV and compute buffers alone already overflow it."""
+        if self.free_after is None:
             return None
-        return self.free_after is not None and self.free_after >= 0
+        if self.weights_bytes is None:
+            return False if self.free_after < 0 else None
+        return self.free_after >= 0
 
 
 def compute_estimate(model: ModelParams, layout: KVLayout, flags: ServerFlags) -> int:

@@ -35,6 +35,11 @@ class Recommendation:
     score: float
     prediction_message: str
 
+    @property
+    def checked(self) -> bool:
+        """Known to fit the GPU (False: the weights or the GPU are unknown, so only the KV is sized)."""
+        return self.plan.fits is True
+
 
 def recommend(
     model: ModelParams,
@@ -149,7 +154,12 @@ def _reasons(
         reasons.append(("-kvu", "slots share one pool sized for all of them, so no slot is stranded"))
     if flags.type_k != "f16" or flags.type_v != "f16":
         reasons.append(
-            (f"-ctk {flags.type_k} -ctv {flags.type_v}", "a smaller KV cache, so it fits beside the weights")
+            (
+                f"-ctk {flags.type_k} -ctv {flags.type_v}",
+                "a smaller KV cache, so it fits beside the weights"
+                if plan.fits
+                else "a smaller KV cache (whether it fits beside the weights is not known)",
+            )
         )
     if flags.flash_attn == "on":
         quantized_v = flags.type_v not in ("f16", "bf16", "f32")

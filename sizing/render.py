@@ -1,10 +1,20 @@
-"""Human-readable figures for a sizing: exact bytes with MiB beside them. Pure."""
+"""Human-readable sizings: the page's view of one (`page_view`, what the sizing page and a
+shared snapshot both render through the same template partial), and a plain-text report
+(kvsize, and the snapshot's copy-paste text). Exact bytes with MiB beside them. Pure."""
 
 from __future__ import annotations
 
-from .cmdline import to_command
+from collections.abc import Sequence
+from typing import Any
+
+from .cmdline import ArgNote, to_command
+from .kv import FORMULA_VERSION
 from .memory import ESTIMATE_FORMULA
-from .report import Sizing
+from .recommend import RANKING
+from .report import RecordCheck, Sizing
+from .weights import WeightsFigure
+
+VIEW_VERSION = 1  # the shape of page_view's dict, as stored in snapshots
 
 MiB = 1024 * 1024
 
@@ -60,7 +70,11 @@ def text_report(s: Sizing) -> str:
         lines.append("weights: unknown (give a GGUF with its tensor table, or a catalogue quantization)")
     lines.append(f"compute buffers (estimate): {mib(plan.compute_estimate)} — {ESTIMATE_FORMULA}")
     if plan.gpu_bytes is not None:
-        verdict = {True: "fits", False: "DOES NOT FIT", None: "cannot tell without the weights"}[plan.fits]
+        verdict = {
+            True: "fits",
+            False: "DOES NOT FIT",
+            None: "cannot judge the fit without the weights (KV and compute buffers only)",
+        }[plan.fits]
         lines.append(
             f"GPU: {mib(plan.gpu_total)} of {mib(plan.gpu_bytes)} with a {mib(plan.margin_bytes)} margin: {verdict}"
         )
@@ -68,7 +82,133 @@ def text_report(s: Sizing) -> str:
         lines.append(f"workload: {s.prediction.message}")
     for warning in layout.warnings:
         lines.append(f"note: {warning}")
+    if s.recommendations and not all(r.checked for r in s.recommendations):
+        lines.append(
+            "KV-only candidates, NOT checked against the GPU (the weights or the GPU are unknown): "
+            "each cannot overflow for this workload; none is known to fit."
+        )
     for i, r in enumerate(s.recommendations, 1):
-        lines.append(f"recommendation {i} (score {r.score}): {' '.join(r.command)}")
+        label = "recommendation" if r.checked else "KV-only candidate"
+        lines.append(f"{label} {i} (score {r.score}): {' '.join(r.command)}")
         lines.extend(f"    {flag}: {why}" for flag, why in r.reasons)
     return "\n".join(lines) + "\n"
+
+
+def page_view(
+    s: Sizing,
+    *,
+    title: str,
+    command_line: str,
+    gpu_label: str = "",
+    notes: Sequence[ArgNote] = (),
+    flags_from: str = "",
+    quant_options: Sequence[WeightsFigure] = (),
+    weights_notes: Sequence[str] = (),
+    record: RecordCheck | None = None,
+) -> dict[str, Any]:
+    """Everything the sizing's result shows, as JSON-ready values: rendered live by the page
+    and stored by a snapshot, so that both go through the one template partial."""
+    layout, plan = s.layout, s.plan
+    return {
+        "version": VIEW_VERSION,
+        "title": title,
+        "model": {
+            "name": s.model.name,
+            "arch": s.model.arch,
+            "n_layer": s.model.n_layer,
+            "n_ctx_train": s.model.n_ctx_train,
+        },
+        "command_line": command_line,
+        "flags_from": flags_from,
+        "notes": [{"arg": n.arg, "refused": n.refused, "says": n.says} for n in notes],
+        "refused": any(n.refused for n in notes),
+        "layout": {
+            "n_parallel": layout.n_parallel,
+            "auto_parallel": layout.auto_parallel,
+            "n_ctx": layout.n_ctx,
+            "n_ctx_seq": layout.n_ctx_seq,
+            "n_stream": layout.n_stream,
+            "kv_unified": layout.kv_unified,
+            "bytes_per_token": layout.bytes_per_token,
+            "kv_bytes": layout.kv_bytes,
+            "errors": list(layout.errors),
+            "warnings": list(layout.warnings),
+            "caches": [
+                {
+                    "name": c.name,
+                    "cells": c.cells,
+                    "streams": c.streams,
+                    "layers": c.layers,
+                    "type_k": c.type_k,
+                    "type_v": c.type_v,
+                    "k_bytes": c.k_bytes,
+                    "v_bytes": c.v_bytes,
+                }
+                for c in layout.caches
+            ],
+            "recurrent": None
+            if layout.recurrent is None
+            else {
+                "cells": layout.recurrent.cells,
+                "layers": layout.recurrent.layers,
+                "r_bytes": layout.recurrent.r_bytes,
+                "s_bytes": layout.recurrent.s_bytes,
+            },
+        },
+        "kv_offload": s.flags.kv_offload,
+        "prediction": None
+        if s.prediction is None
+        else {
+            "outcome": s.prediction.outcome,
+            "message": s.prediction.message,
+            "fails": s.prediction.fails,
+            "http_status": s.prediction.http_status,
+        },
+        "record": None
+        if record is None
+        else {
+            "agrees": record.agrees,
+            "measured": record.measured,
+            "message": record.message,
+            "explanation": record.explanation,
+        },
+        "plan": {
+            "weights_bytes": plan.weights_bytes,
+            "weights_source": plan.weights_source,
+            "kv_on_gpu": plan.kv_on_gpu,
+            "compute_estimate": plan.compute_estimate,
+            "gpu_bytes": plan.gpu_bytes,
+            "gpu_total": plan.gpu_total,
+            "margin_bytes": plan.margin_bytes,
+            "free_after": plan.free_after,
+            "fits": plan.fits,
+        },
+        "gpu_label": gpu_label,
+        "weights_unknown": plan.weights_bytes is None,
+        "quant_options": [
+            {"quant": f.quant, "bytes": f.bytes, "computed": f.computed, "source": f.source} for f in quant_options
+        ],
+        "weights_notes": list(weights_notes),
+        "workload": None
+        if s.workload is None
+        else {
+            "prompt_tokens": s.workload.prompt_tokens,
+            "output_tokens": s.workload.output_tokens,
+            "concurrency": s.workload.concurrency,
+            "preference": s.workload.preference,
+        },
+        "recommendations": [
+            {
+                "command": " ".join(r.command),
+                "reasons": [list(x) for x in r.reasons],
+                "gpu_total": r.plan.gpu_total,
+                "kv_bytes": r.plan.kv_bytes,
+                "checked": r.checked,
+            }
+            for r in s.recommendations
+        ],
+        "recommendations_checked": bool(s.recommendations) and all(r.checked for r in s.recommendations),
+        "ranking": RANKING,
+        "estimate_formula": ESTIMATE_FORMULA,
+        "formula_version": FORMULA_VERSION,
+    }

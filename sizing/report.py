@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .hparams import ModelParams
@@ -53,6 +53,66 @@ def size(
         else []
     )
     return Sizing(model, flags, layout, plan, workload, prediction, recommendations)
+
+
+@dataclass(frozen=True)
+class RecordCheck:
+    """A run's measured outcome beside the prediction for the flags it records."""
+
+    agrees: bool
+    measured: str  # "3/3 ok"
+    message: str
+    explanation: str = ""
+
+
+def check_record(s: Sizing, n_ok: int, n_requests: int, failure: str = "") -> RecordCheck | None:
+    """Do the run's measured requests agree with what kvlab predicts for its recorded flags?
+
+    When they do not, say what would explain it: a -c recorded per slot rather than for the
+    whole server (the investigation's C2), or flags other than the recorded ones."""
+    if s.prediction is None or not n_requests:
+        return None
+    measured = f"{n_ok}/{n_requests} ok" + (f" ({failure})" if failure else "")
+    predicted_fail = s.prediction.fails
+    if predicted_fail == (n_ok < n_requests):
+        return RecordCheck(True, measured, f"The record agrees with the prediction: measured {measured}.")
+    if predicted_fail:
+        status = f"HTTP {s.prediction.http_status}" if s.prediction.http_status else "a failure"
+        message = (
+            f"The record and the prediction disagree: the run measured {measured}, but for the flags it records "
+            f"kvlab predicts {status} — a server started with these flags could not have served these requests."
+        )
+        return RecordCheck(False, measured, message, _explain_success(s))
+    message = (
+        f"The record and the prediction disagree: kvlab predicts no context error for the recorded flags, "
+        f"but {n_requests - n_ok} of {n_requests} requests failed."
+    )
+    explanation = (
+        "The failures may have another cause (see the run's errors), or the server ran with a smaller context "
+        "than recorded: without -c, llama-server's --fit may lower it to fit the GPU; its /props and /slots say "
+        "what it really had."
+    )
+    return RecordCheck(False, measured, message, explanation)
+
+
+def _explain_success(s: Sizing) -> str:
+    flags, workload, layout = s.flags, s.workload, s.layout
+    if workload and flags.ctx_size and flags.parallel and flags.parallel > 1 and not layout.kv_unified:
+        per_slot = replace(flags, ctx_size=flags.ctx_size * flags.parallel)
+        layout_per_slot = kv_layout(s.model, per_slot)
+        if not layout_per_slot.errors and predict(layout_per_slot, workload).outcome == "ok":
+            return (
+                f"What would explain it: the recorded -c {flags.ctx_size:,} read as the context of each slot. "
+                f"llama-server divides -c among the slots ({layout.n_ctx_seq:,} cells each here); with "
+                f"-c {per_slot.ctx_size:,} ({flags.parallel} × {flags.ctx_size:,}) each slot has "
+                f"{layout_per_slot.n_ctx_seq:,} cells, each request needs {workload.cells_per_request:,}, "
+                f"and all would succeed. Size that configuration to check it."
+            )
+    return (
+        "What would explain it: the server ran with other flags than the record says (a larger -c, fewer slots "
+        "or unified KV), or the requests were shorter than recorded. The server's /props and /slots (n_ctx per "
+        "slot) say what it really had."
+    )
 
 
 def as_json(s: Sizing) -> dict[str, Any]:

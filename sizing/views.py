@@ -22,16 +22,16 @@ from kvlab.http import HtmxHttpRequest
 from kvlab.uploads import SizeLimitUploadHandler
 
 from . import catalogue
-from .cmdline import to_command
-from .forms import GgufUploadForm, SizingForm, flags_from_run
+from .cmdline import quant_in_file_name, to_command
+from .forms import GgufUploadForm, SizingForm, SizingInputs, flags_from_run
 from .gguf import GGUFError, read_gguf_head
 from .hparams import ModelSpecError, model_params
 from .kv import FORMULA_VERSION, ServerFlags, flags_key
 from .memory import ESTIMATE_FORMULA
 from .models import GgufHead, SizingSnapshot
 from .recommend import RANKING
-from .render import text_report
-from .report import Sizing, as_json
+from .render import page_view, text_report
+from .report import Sizing, as_json, check_record
 
 
 def _normalized(name: str) -> str:
@@ -69,18 +69,58 @@ def size_page(request: HtmxHttpRequest) -> HttpResponse:
             inputs = form.inputs
             result = inputs.size()
             context.update(
+                # The form as the result used it, defaults included: "Size it" again changes nothing.
+                form=SizingForm(initial=inputs.effective),
                 inputs=inputs,
                 result=result,
+                view=_view(inputs, result),
+                effective=inputs.effective,
                 history=_history(inputs),
                 calibration=calibration(inputs.model.name, inputs.flags, result.plan.compute_estimate),
                 verify_url=_verify_url(result),
                 query=request.GET.urlencode(),
-                command_line=" ".join(to_command(inputs.flags, inputs.model_path)),
+                quant_links=_quant_links(request.GET, inputs),
             )
         elif not form.is_valid():
             status = 400
+        elif form.run_without_model is not None:
+            context["unsized_run"] = form.run_without_model
     template = "sizing/size.html#results" if request.htmx else "sizing/size.html"
     return render(request, template, context, status=status)
+
+
+def _view(inputs: SizingInputs, result: Sizing) -> dict[str, object]:
+    record = None
+    run = inputs.run
+    if run is not None and flags_key(flags_from_run(run)) == flags_key(inputs.flags):
+        failed = run.requests.filter(ok=False) if run.n_ok < run.n_requests else run.requests.none()
+        statuses = failed.values_list("http_status", flat=True).distinct()
+        failure = ", ".join(f"HTTP {status}" for status in sorted(filter(None, statuses)))
+        record = check_record(result, run.n_ok, run.n_requests, failure)
+    return page_view(
+        result,
+        title=inputs.model_label,
+        command_line=" ".join(to_command(inputs.flags, inputs.model_path)),
+        gpu_label=inputs.gpu_label,
+        notes=inputs.command.notes if inputs.command else (),
+        flags_from=inputs.flags_from if inputs.command else "",
+        quant_options=inputs.quant_options if result.plan.weights_bytes is None else (),
+        weights_notes=inputs.weights_notes,
+        record=record,
+    )
+
+
+def _quant_links(query: QueryDict, inputs: SizingInputs) -> list[tuple[str, str]]:
+    """(quantization, URL of this sizing with it) for each the catalogue has, when the weights are unknown."""
+    if inputs.weights_bytes is not None:
+        return []
+    links = []
+    for figure in inputs.quant_options:
+        params = query.copy()
+        params["quant"] = figure.quant
+        params.pop("weights", None)
+        links.append((figure.quant, f"{reverse('sizing')}?{params.urlencode()}"))
+    return links
 
 
 @csrf_exempt  # checked by upload_gguf_checked once the size cap is in place
@@ -126,7 +166,20 @@ def upload_gguf_checked(request: HtmxHttpRequest) -> HttpResponse:
         n_tensors=len(head.tensors),
         uploaded_by=request.user,
     )
-    return redirect(f"{reverse('sizing')}?{urlencode({'source': 'gguf', 'gguf': stored.pk})}")
+    return redirect(f"{reverse('sizing')}?{_with_head(request.POST.get('query', ''), stored.pk)}")
+
+
+# What describes the previous model; the flags, command, GPU and workload stay.
+_MODEL_FIELDS = ("source", "gguf", "model", "quant", "params", "weights")
+
+
+def _with_head(query: str, head_pk: int) -> str:
+    """The sizing page's query as it was before the upload, with the uploaded head as the model."""
+    params = QueryDict(query[:20_000], mutable=True)
+    for name in _MODEL_FIELDS:
+        params.pop(name, None)
+    params.update({"source": "gguf", "gguf": str(head_pk)})
+    return params.urlencode()
 
 
 def calibration(model_name: str, flags: ServerFlags, compute_estimate: int) -> dict[str, object]:
@@ -184,6 +237,7 @@ def share(request: HtmxHttpRequest) -> HttpResponse:
         title=title[:300],
         result=as_json(result),
         report_text=text_report(result),
+        view=_view(inputs, result),
         formula_version=FORMULA_VERSION,
         created_by=request.user,
     )
@@ -206,9 +260,9 @@ def explain_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     catalogue_id = catalogue_id_for(run.model)
     if catalogue_id:
         query["model"] = catalogue_id
-        quant = re.search(r"(I?Q\d_[A-Z0-9_]+|Q\d_\d|MXFP4|F16|BF16)", run.model.upper())
-        if quant and quant.group(1) in catalogue.models()[catalogue_id].files:
-            query["quant"] = quant.group(1)
+        quant = quant_in_file_name(run.model)
+        if quant and catalogue.weights_for(catalogue_id, quant):
+            query["quant"] = quant
     if flags.ctx_size:
         query["ctx_size"] = flags.ctx_size
     if flags.parallel is not None:
