@@ -6,6 +6,7 @@ Each builder takes the rows one query returned and gives {"data": [...], "layout
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from ..history.outcomes import FAILED, outcome_of
+from . import series
 
 WEBGL_POINTS = 1000  # above this many points a series is drawn with WebGL (scattergl)
 FAIL_COLOR = "#b3261e"
@@ -44,18 +46,18 @@ GROUPINGS = {
     "model": ("model", ("model",)),
     "gpu": ("GPU", ("gpu",)),
     "server": ("server", ("job__server__name",)),
-    "config": ("configuration", ("ctx_size", "parallel", "kv_unified", "cache_type_k", "cache_type_v")),
+    "config": ("configuration", series.FLAG_FIELDS),
+    "series": ("configuration + workload", (*series.FLAG_FIELDS, *series.WORKLOAD_FIELDS)),
 }
-CONFIG_FIELDS = ("model", "ctx_size", "parallel", "kv_unified", "cache_type_k", "cache_type_v", "flash_attn", "build")
+CHANGE_FIELDS = (*series.CONFIG_FIELDS, "build")  # a change within a line is marked with a diamond
+NOTE_COLOR = "#8a5a00"
 
 
 def group_name(row: Mapping[str, Any], grouping: str) -> str:
     if grouping == "config":
-        unified = {True: "unified", False: "per-slot", None: "?"}[row["kv_unified"]]
-        return (
-            f"-c {row['ctx_size'] or '?'} -np {row['parallel'] or '?'} {unified} "
-            f"{row['cache_type_k'] or '?'}/{row['cache_type_v'] or '?'}"
-        )
+        return series.flags_label(row)
+    if grouping == "series":
+        return f"{series.flags_label(row)} · {series.workload_label(row)}"
     field = GROUPINGS[grouping][1][0]
     return str(row.get(field) or "(none)")
 
@@ -64,28 +66,112 @@ def _round(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.4g}")
 
 
-def _config(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(row.get(f) for f in CONFIG_FIELDS)
+def _describe_change(before: Mapping[str, Any], after: Mapping[str, Any], fields: Sequence[str]) -> str:
+    return "; ".join(
+        f"{series.FIELD_NAMES[f]}: {before.get(f)} → {after.get(f)}" for f in fields if before.get(f) != after.get(f)
+    )
 
 
-def _describe_change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
-    changed = [f"{f}: {before.get(f)} → {after.get(f)}" for f in CONFIG_FIELDS if before.get(f) != after.get(f)]
-    return "; ".join(changed)
+def mixed_note(mixed: Sequence[series.Mixed], n_groups: int) -> dict[str, Any]:
+    """A warning written into the figure itself, so that a saved PNG carries it too."""
+    some = "every line mixes" if len(mixed) == n_groups else f"{len(mixed)} of {n_groups} lines mix"
+    return {
+        "text": f"⚠ {some} configurations or workloads: not like for like",
+        "xref": "paper",
+        "yref": "paper",
+        "x": 0,
+        "y": 1,
+        "xanchor": "left",
+        "yanchor": "bottom",
+        "showarrow": False,
+        "font": {"color": NOTE_COLOR},
+    }
 
 
 def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -> dict[str, Any]:
-    """One line per group over time; failed runs as red crosses; configuration changes marked.
+    """One line per group over time; failed runs as red crosses; configuration and workload changes marked.
 
     Kept compact for large histories: per point only time (seconds, UTC), value, run id,
     "ok/total" and an index into the trace's table of configurations; charts.js expands
     the hover text in the browser.
     """
+    traces, n_groups, mixed = _timeline_traces(rows, grouping, "y")
+    layout = {
+        "xaxis": {"title": {"text": "run start (UTC)"}, "type": "date"},
+        "yaxis": {"title": {"text": metric.label}, "rangemode": "tozero" if metric.key == "success" else "normal"},
+        "hovermode": "closest",
+        "margin": {"t": 40},
+        "legend": {"orientation": "h"},
+        "annotations": [mixed_note(mixed, n_groups)] if mixed else [],
+    }
+    return {"data": traces, "layout": layout}
+
+
+def timeline_by_model(
+    rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str, *, max_panels: int = 4
+) -> tuple[dict[str, Any], list[str]]:
+    """The timeline in one panel per model, on a shared time axis; the models left out.
+
+    Models differ in speed by orders of magnitude (a 24B model decodes at 26 tok/s, a
+    0.5B one at 2,000): on one axis the slow one is a flat line at zero, and a log
+    axis would shrink the drops a team looks for. Each model gets its own scale.
+    """
+    by_model: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        by_model.setdefault(str(row["model"]), []).append(row)
+    models = sorted(by_model, key=lambda m: (-len(by_model[m]), m))
+    shown = models[:max_panels]
+    gap = 0.12 if len(shown) > 1 else 0
+    height = (1 - gap * (len(shown) - 1)) / len(shown)
+    traces: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {"hovermode": "closest", "margin": {"t": 40}, "legend": {"orientation": "h"}}
+    annotations: list[dict[str, Any]] = []
+    all_mixed: list[series.Mixed] = []
+    n_groups = 0
+    for i, model in enumerate(shown):
+        axis = "" if i == 0 else str(i + 1)
+        panel, groups, mixed = _timeline_traces(by_model[model], grouping, f"y{axis}")
+        traces += panel
+        n_groups += groups
+        all_mixed += mixed
+        top = 1 - i * (height + gap)
+        layout[f"yaxis{axis}"] = {
+            "domain": [max(top - height, 0), top],
+            "anchor": "x",
+            "title": {"text": metric.label if len(shown) == 1 else "tok/s" if metric.key == "tok_s" else ""},
+            "rangemode": "tozero",
+        }
+        if len(shown) > 1:
+            annotations.append(
+                {
+                    "text": f"<b>{model}</b>",
+                    "xref": "paper",
+                    "yref": f"y{axis} domain",
+                    "x": 0,
+                    "y": 1,
+                    "xanchor": "left",
+                    "yanchor": "bottom",
+                    "showarrow": False,
+                }
+            )
+    layout["xaxis"] = {"type": "date", "anchor": f"y{'' if len(shown) == 1 else len(shown)}"}
+    if all_mixed:
+        annotations.append({**mixed_note(all_mixed, n_groups), "y": 1.0, "x": 1, "xanchor": "right"})
+    layout["annotations"] = annotations
+    if len(shown) > 1:
+        layout["height"] = 240 * len(shown) + 120
+    return {"data": traces, "layout": layout}, models[max_panels:]
+
+
+def _timeline_traces(
+    rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: str
+) -> tuple[list[dict[str, Any]], int, list[series.Mixed]]:
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(group_name(row, grouping), []).append(row)
     traces: list[dict[str, Any]] = []
     fail_x, fail_ids, fail_text = [], [], []
-    change_x, change_y, change_ids, change_text = [], [], [], []
+    change: dict[str, tuple[list[Any], ...]] = {"configuration": ([], [], [], []), "workload": ([], [], [], [])}
     for name, points in groups.items():
         xs, ys, ids, outcomes, config_index = [], [], [], [], []
         configs: dict[str, int] = {}
@@ -94,7 +180,7 @@ def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -
             failed = outcome_of(row["n_ok"], row["n_requests"]) == FAILED
             value = None if failed else _round(row["value"])
             when = _when(row["started_at"])
-            config = group_name(row, "config")
+            config = f"{series.flags_label(row)} · {series.workload_label(row)}"
             xs.append(when)
             ys.append(value)
             ids.append(row["pk"])
@@ -104,11 +190,13 @@ def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -
                 fail_x.append(when)
                 fail_ids.append(row["pk"])
                 fail_text.append(f"{name}: {row['key']} failed, 0/{row['n_requests']} ok")
-            if previous is not None and _config(previous) != _config(row):
-                change_x.append(when)
-                change_ids.append(row["pk"])
-                change_text.append(f"{name}: {_describe_change(previous, row)}")
-                change_y.append(value)
+            for kind, fields in (("configuration", CHANGE_FIELDS), ("workload", series.WORKLOAD_FIELDS)):
+                if previous is not None and series.key(previous, fields) != series.key(row, fields):
+                    cx, cy, cids, ctext = change[kind]
+                    cx.append(when)
+                    cy.append(value)
+                    cids.append(row["pk"])
+                    ctext.append(f"{name}: {_describe_change(previous, row, fields)}")
             previous = row
         traces.append(
             {
@@ -121,25 +209,23 @@ def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -
                 "hovertext_parts": {"outcome": outcomes, "config": config_index, "configs": list(configs)},
                 "hovertemplate": "%{text}<br>%{y}<extra>%{fullData.name}</extra>",
                 "connectgaps": False,
+                "yaxis": yaxis,
             }
         )
     values = [y for t in traces for y in t["y"] if y is not None]
     floor = min(values) if values else 0
+    extra = []
     if fail_x:
-        traces.append(_markers("failed runs", fail_x, [floor] * len(fail_x), fail_ids, fail_text, "x", FAIL_COLOR))
-    if change_x:
-        change_y = [y if y is not None else floor for y in change_y]
-        traces.append(
-            _markers("configuration changed", change_x, change_y, change_ids, change_text, "diamond-open", "#444")
-        )
-    layout = {
-        "xaxis": {"title": {"text": "run start (UTC)"}, "type": "date"},
-        "yaxis": {"title": {"text": metric.label}, "rangemode": "tozero" if metric.key == "success" else "normal"},
-        "hovermode": "closest",
-        "margin": {"t": 30},
-        "legend": {"orientation": "h"},
-    }
-    return {"data": traces, "layout": layout}
+        extra.append(_markers("failed runs", fail_x, [floor] * len(fail_x), fail_ids, fail_text, "x", FAIL_COLOR))
+    for kind, symbol in (("configuration", "diamond-open"), ("workload", "square-open")):
+        cx, cy, cids, ctext = change[kind]
+        if cx:
+            ys = [y if y is not None else floor for y in cy]
+            extra.append(_markers(f"{kind} changed", cx, ys, cids, ctext, symbol, "#444"))
+    for trace in extra:
+        trace.update(yaxis=yaxis, legendgroup=trace["name"], showlegend=yaxis == "y")
+    mixed = series.mixed_groups(rows, lambda row: group_name(row, grouping))
+    return traces + extra, len(groups), mixed
 
 
 def _when(value: datetime | str) -> str:
@@ -166,10 +252,17 @@ COMPARE_METRICS = ("success", "tok_s", "throughput", "ttft_p95", "e2e_p95")
 
 
 def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, bool, float | None]]) -> dict[str, Any]:
-    """Grouped bars of the runs' metrics, one panel per metric, and per-request tok/s strips."""
+    """Grouped bars of the runs' metrics, one panel per metric, and per-request tok/s strips.
+
+    Nothing is drawn as a number it is not: a metric no run recorded is a panel saying
+    "not recorded" (no axes of arbitrary ticks), a missing bar says why (failed, not
+    recorded), and a 0 % success rate is a red mark at zero with its count.
+    """
     names = [f"{r['label'] or r['key']} ({r['key']})" for r in runs]
     failed = [outcome_of(r["n_ok"], r["n_requests"]) == FAILED for r in runs]
     traces: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {}
     panels = len(COMPARE_METRICS)
     for i, key in enumerate(COMPARE_METRICS, start=1):
         metric = METRICS[key]
@@ -183,18 +276,55 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
                 "customdata": [r["pk"] for r in runs],
                 "xaxis": f"x{i}",
                 "yaxis": f"y{i}",
-                "text": ["failed: 0 ok" if f else "" for f in failed],
-                "textposition": "outside",
                 "marker": {"color": [FAIL_COLOR if f else "#0b63c5" for f in failed]},
                 "hovertemplate": "%{x}<br>" + metric.label + ": %{y}<extra></extra>",
                 "showlegend": False,
             }
         )
+        layout[f"xaxis{i}"] = {"tickangle": -30, "type": "category", "categoryorder": "array", "categoryarray": names}
+        layout[f"yaxis{i}"] = {"title": {"text": metric.label}, "rangemode": "tozero", "domain": [0.58, 1]}
+        if all(v is None for v in values):
+            annotations.append(_panel_note("not recorded", f"x{i}", f"y{i}"))
+            _hide_axes(layout, i)
+            continue
+        for run, name, value, run_failed in zip(runs, names, values, failed, strict=True):
+            if value is None:
+                text = "failed" if run_failed else "no requests" if not run["n_requests"] else "not recorded"
+                annotations.append(_bar_note(text, name, f"x{i}", f"y{i}", FAIL_COLOR if run_failed else NOTE_COLOR))
+        if key == "success":
+            layout[f"yaxis{i}"].update(range=[0, 1.15], tickformat=".0%")
+            zero = [j for j, v in enumerate(values) if v == 0]
+            if zero:
+                traces.append(
+                    {
+                        "type": "scatter",
+                        "mode": "markers+text",
+                        "name": "0 % success",
+                        "x": [names[j] for j in zero],
+                        "y": [0] * len(zero),
+                        "customdata": [runs[j]["pk"] for j in zero],
+                        "text": [f"0 % ({runs[j]['n_ok']}/{runs[j]['n_requests']} ok)" for j in zero],
+                        "textposition": "top center",
+                        "textfont": {"color": FAIL_COLOR},
+                        "marker": {
+                            "symbol": "line-ew-open",
+                            "size": 28,
+                            "color": FAIL_COLOR,
+                            "line": {"width": 4, "color": FAIL_COLOR},
+                        },
+                        "cliponaxis": False,
+                        "xaxis": f"x{i}",
+                        "yaxis": f"y{i}",
+                        "hovertemplate": "%{x}<br>%{text}<extra></extra>",
+                        "showlegend": False,
+                    }
+                )
     per_run: dict[int, list[float]] = {r["pk"]: [] for r in runs}
     for run_id, ok, tok_s in requests:
         if ok and tok_s is not None and run_id in per_run:
             per_run[run_id].append(tok_s)
-    for run, name in zip(runs, names, strict=True):
+    box = panels + 1
+    for run, name, run_failed in zip(runs, names, failed, strict=True):
         rates = per_run[run["pk"]]
         traces.append(
             {
@@ -206,87 +336,223 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
                 "pointpos": 0,
                 "jitter": 0.3,
                 "line": {"width": 1},
-                "xaxis": f"x{panels + 1}",
-                "yaxis": f"y{panels + 1}",
+                "xaxis": f"x{box}",
+                "yaxis": f"y{box}",
                 "showlegend": False,
                 "hovertemplate": "%{y} tok/s<extra>%{fullData.name}</extra>",
             }
         )
-    layout: dict[str, Any] = {
-        "grid": {"rows": 2, "columns": panels, "pattern": "independent"},
-        "margin": {"t": 40},
-        "height": 720,
-        "annotations": [],
-    }
-    for i, key in enumerate(COMPARE_METRICS, start=1):
-        layout[f"yaxis{i}"] = {"title": {"text": METRICS[key].label}, "rangemode": "tozero"}
-        layout[f"xaxis{i}"] = {"tickangle": -30}
-    box_axis = panels + 1
-    layout[f"xaxis{box_axis}"] = {
+        if not rates and any(per_run.values()):
+            text = "failed: no ok request" if run_failed else "no per-request tok/s"
+            note = _bar_note(text, name, f"x{box}", f"y{box} domain", FAIL_COLOR if run_failed else NOTE_COLOR)
+            annotations.append({**note, "y": 0.5, "textangle": 0})
+    layout[f"xaxis{box}"] = {
         "domain": [0, 1],
-        "anchor": f"y{box_axis}",
+        "anchor": f"y{box}",
         "type": "category",
         "categoryorder": "array",
         "categoryarray": names,  # a failed run keeps its (empty) place
     }
-    layout[f"yaxis{box_axis}"] = {"domain": [0, 0.42], "title": {"text": "per-request decode tok/s (ok requests)"}}
-    for i in range(1, panels + 1):
-        layout[f"yaxis{i}"]["domain"] = [0.58, 1]
+    layout[f"yaxis{box}"] = {"domain": [0, 0.42], "title": {"text": "per-request decode tok/s (ok requests)"}}
+    if not any(per_run.values()):
+        annotations.append(_panel_note("not recorded", f"x{box}", f"y{box}"))
+        _hide_axes(layout, box)
+    layout.update(
+        grid={"rows": 2, "columns": panels, "pattern": "independent"},
+        margin={"t": 40},
+        height=720,
+        annotations=annotations,
+    )
     return {"data": traces, "layout": layout}
 
 
-def load_curve(
-    points: Sequence[Mapping[str, Any]], growth_threshold: float = 0.05
-) -> tuple[dict[str, Any], int | None]:
-    """Throughput, per-request tok/s and TTFT p95 against concurrency; where throughput stops growing."""
-    xs = [p["concurrency"] for p in points]
-    throughput = [_round(p["throughput"]) for p in points]
-    knee = None
-    for prev, cur in zip(points, points[1:], strict=False):
-        if (
-            prev["throughput"]
-            and cur["throughput"] is not None
-            and cur["throughput"] < prev["throughput"] * (1 + growth_threshold)
-        ):
-            knee = prev["concurrency"]
-            break
-    traces = [
-        {"type": "scatter", "mode": "lines+markers", "name": "aggregate throughput (tok/s)", "x": xs, "y": throughput},
-        {
-            "type": "scatter",
-            "mode": "lines+markers",
-            "name": "per-request decode tok/s",
-            "x": xs,
-            "y": [_round(p["tok_s"]) for p in points],
-        },
-    ]
-    ttft = [_round(p["ttft_p95"]) for p in points]
-    if any(v is not None for v in ttft):  # no right-hand axis of arbitrary ticks when nothing was timed
-        traces.append(
-            {"type": "scatter", "mode": "lines+markers", "name": "TTFT p95 (s)", "x": xs, "y": ttft, "yaxis": "y2"}
-        )
-    layout: dict[str, Any] = {
-        "xaxis": {"title": {"text": "concurrency"}, "type": "log" if xs and max(xs) > 16 else "linear"},
-        "yaxis": {"title": {"text": "tok/s"}, "rangemode": "tozero"},
-        "yaxis2": {"title": {"text": "TTFT p95 (s)"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
-        "legend": {"orientation": "h"},
-        "margin": {"t": 30},
-        "shapes": [],
-        "annotations": [],
+def _panel_note(text: str, xaxis: str, yaxis: str) -> dict[str, Any]:
+    """A note in the middle of a panel that has nothing to draw."""
+    return {
+        "text": text,
+        "xref": f"{xaxis} domain",
+        "yref": f"{yaxis} domain",
+        "x": 0.5,
+        "y": 0.5,
+        "showarrow": False,
+        "font": {"color": NOTE_COLOR, "size": 14},
     }
-    if knee is not None:
-        layout["shapes"].append(
-            {"type": "line", "x0": knee, "x1": knee, "yref": "paper", "y0": 0, "y1": 1, "line": {"dash": "dot"}}
+
+
+def _bar_note(text: str, category: str, xaxis: str, yaxis: str, color: str) -> dict[str, Any]:
+    """Why a bar is missing, written where it would stand."""
+    return {
+        "text": text,
+        "x": category,
+        "y": 0,
+        "xref": xaxis,
+        "yref": yaxis,
+        "yanchor": "bottom",
+        "showarrow": False,
+        "textangle": -90,
+        "font": {"color": color},
+    }
+
+
+def _hide_axes(layout: dict[str, Any], i: int) -> None:
+    hidden = {"showticklabels": False, "showgrid": False, "zeroline": False, "ticks": "", "fixedrange": True}
+    layout[f"xaxis{i}"].update(hidden)
+    layout[f"yaxis{i}"].update(hidden)
+
+
+CURVE_FIELDS = ("gpu", *series.FLAG_FIELDS, "prompt_tokens_max", "n_predict_max")  # held fixed along a curve
+MAX_CURVES = 8
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One configuration (and prompt/n_predict) across concurrencies."""
+
+    name: str
+    points: list[Mapping[str, Any]]
+    knee: int | None
+    runs: int
+
+    @property
+    def levels(self) -> list[int]:
+        return [p["concurrency"] for p in self.points]
+
+    @property
+    def failed_levels(self) -> list[int]:
+        return [p["concurrency"] for p in self.points if p["failed"] == p["runs"]]
+
+    @property
+    def throughput_measured(self) -> bool:
+        return any(p["throughput"] is not None for p in self.points)
+
+
+def curves(points: Sequence[Mapping[str, Any]], growth_threshold: float = 0.05) -> list[Curve]:
+    """The rows per configuration and concurrency as curves, the most-run first, each with its knee:
+    the last concurrency before throughput stops growing by `growth_threshold`."""
+    by_key: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
+    for point in points:
+        by_key.setdefault(series.key(point, CURVE_FIELDS), []).append(point)
+    several_gpus = len({k[0] for k in by_key}) > 1
+    several_workloads = len({k[-2:] for k in by_key}) > 1
+    found = []
+    for rows in by_key.values():
+        rows = sorted(rows, key=lambda p: p["concurrency"])
+        first = rows[0]
+        labels = {p["label_min"] for p in rows} | {p["label_max"] for p in rows}
+        name = series.flags_label(first)
+        if len(labels) == 1 and first["label_min"]:
+            name = f"{first['label_min']}: {name}"
+        if several_gpus:
+            name += f" on {first['gpu'] or '?'}"
+        if several_workloads:
+            name += f" · prompt {first['prompt_tokens_max']} tok · n_predict {first['n_predict_max']}"
+        knee = None
+        for prev, cur in zip(rows, rows[1:], strict=False):
+            if (
+                prev["throughput"]
+                and cur["throughput"] is not None
+                and cur["throughput"] < prev["throughput"] * (1 + growth_threshold)
+            ):
+                knee = prev["concurrency"]
+                break
+        found.append(Curve(name, rows, knee, sum(p["runs"] for p in rows)))
+    return sorted(found, key=lambda c: (len(c.points) < 2, -c.runs, c.name))
+
+
+def load_curve(drawn: Sequence[Curve]) -> dict[str, Any]:
+    """Throughput, per-request tok/s and TTFT p95 against concurrency, one line per configuration,
+    a star at each curve's knee; a concurrency at which every run failed is a red cross."""
+    timed = any(p["ttft_p95"] is not None for c in drawn for p in c.points)
+    panels = [("aggregate throughput (tok/s)", "throughput"), ("per-request decode tok/s", "tok_s")]
+    if timed:  # no panel of arbitrary ticks when nothing was timed
+        panels.append(("TTFT p95 (s)", "ttft_p95"))
+    recorded = [any(p[column] is not None for c in drawn for p in c.points) for _, column in panels]
+    weights = [1 if r else 0.35 for r in recorded]  # a panel that only says "not recorded" needs little room
+    gap = 0.08
+    unit = (1 - gap * (len(panels) - 1)) / sum(weights)
+    layout: dict[str, Any] = {"legend": {"orientation": "h"}, "margin": {"t": 30}, "height": 260 * len(panels) + 160}
+    annotations: list[dict[str, Any]] = []
+    traces: list[dict[str, Any]] = []
+    xs = [x for c in drawn for x in c.levels]
+    layout["xaxis"] = {
+        "title": {"text": "concurrency"},
+        "type": "log" if xs and max(xs) > 16 else "linear",
+        "anchor": f"y{len(panels)}",
+        **({} if xs and max(xs) > 16 else {"dtick": 1}),  # concurrency is a whole number
+    }
+    top = 1.0
+    for i, (title, column) in enumerate(panels, start=1):
+        axis = "y" if i == 1 else f"y{i}"
+        height = unit * weights[i - 1]
+        layout[f"yaxis{'' if i == 1 else i}"] = {
+            "title": {"text": title},
+            "rangemode": "tozero",
+            "domain": [max(top - height, 0), top],
+            "anchor": "x",
+        }
+        top -= height + gap
+        for n, curve in enumerate(drawn):
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": curve.name,
+                    "legendgroup": curve.name,
+                    "showlegend": i == 1,
+                    "x": curve.levels,
+                    "y": [_round(p[column]) for p in curve.points],
+                    "yaxis": axis,
+                    "line": {"color": COLORS[n % len(COLORS)]},
+                    "hovertemplate": f"concurrency %{{x}}<br>{title}: %{{y}}<extra>{curve.name}</extra>",
+                }
+            )
+        if not recorded[i - 1]:
+            annotations.append(_panel_note("not recorded", "x", axis))
+            layout[f"yaxis{'' if i == 1 else i}"].update(showticklabels=False, showgrid=False, zeroline=False)
+    for n, curve in enumerate(drawn):
+        if curve.knee is not None:
+            at = curve.levels.index(curve.knee)
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": f"knee: {curve.name}",
+                    "legendgroup": curve.name,
+                    "showlegend": False,
+                    "x": [curve.knee],
+                    "y": [_round(curve.points[at]["throughput"])],
+                    "yaxis": "y",
+                    "marker": {"symbol": "star", "size": 16, "color": COLORS[n % len(COLORS)]},
+                    "hovertemplate": f"{curve.name}<br>throughput stops growing after %{{x}}<extra></extra>",
+                }
+            )
+    failed = [(c, x) for c in drawn for x in c.failed_levels]
+    if failed:
+        traces.append(
+            {
+                **_markers(
+                    "every run failed",
+                    [x for _, x in failed],
+                    [0] * len(failed),
+                    [None] * len(failed),
+                    [f"{c.name}: every run at concurrency {x} failed" for c, x in failed],
+                    "x",
+                    FAIL_COLOR,
+                ),
+                "yaxis": "y2",
+                "cliponaxis": False,
+            }
         )
-        layout["annotations"].append(
-            {"x": knee, "yref": "paper", "y": 1, "text": f"throughput stops growing after {knee}", "showarrow": False}
-        )
-    return {"data": traces, "layout": layout}, knee
+    layout["annotations"] = annotations
+    return {"data": traces, "layout": layout}
 
 
 @dataclass(frozen=True)
 class Regression:
     group: str
+    configuration: str  # model, GPU and flags: the same for the latest run and its baseline
+    workload: str  # concurrency, prompt tokens, n_predict: the same too
     metric: Metric
     latest: float
     baseline: float
@@ -300,16 +566,18 @@ class Regression:
 def regressions(
     rows: Sequence[Mapping[str, Any]], metrics: Sequence[Metric], thresholds: Mapping[str, float], *, window: int = 10
 ) -> list[Regression]:
-    """Groups whose latest run is worse than the median of their previous `window` runs.
+    """Series whose latest run is worse than the median of their previous `window` runs.
 
+    A series is one configuration under one workload within a group: a run is compared
+    only with runs like it (concurrency 3 against concurrency 1 is no regression).
     Worse means beyond the metric's threshold (a fraction) and, with three or more
     earlier runs, also beyond two standard deviations of those runs (their spread).
     """
-    by_group: dict[str, list[Mapping[str, Any]]] = {}
+    by_series: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for row in rows:
-        by_group.setdefault(row["group"], []).append(row)
+        by_series.setdefault((row["group"], *series.key(row)), []).append(row)
     found: list[Regression] = []
-    for group, runs in by_group.items():
+    for runs in by_series.values():
         latest, earlier = runs[-1], runs[-1 - window : -1]
         for metric in metrics:
             now = latest.get(metric.column)
@@ -325,7 +593,10 @@ def regressions(
             if worse > thresholds.get(metric.key, 0.05) and (spread is None or abs(now - base) > 2 * spread):
                 found.append(
                     Regression(
-                        group=group,
+                        group=latest["group"],
+                        configuration=f"{latest.get('model') or '?'} on {latest.get('gpu') or '?'}: "
+                        + series.flags_label(latest),
+                        workload=series.workload_label(latest),
                         metric=metric,
                         latest=now,
                         baseline=base,
@@ -340,11 +611,39 @@ def regressions(
 
 
 def failures_by_day(days: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The home page's bars: per day, the runs with a failed request over all runs."""
+    """The home page's bars: per day, runs with a failed request stacked under the runs without.
+
+    Stacked, not overlaid, so that the red part is never hidden behind the total; a date
+    axis with one tick per day, not a time axis that labels midnight "23:59:59.9995".
+    """
     x = [str(d["day"]) for d in days]
-    failed = {"type": "bar", "name": "runs with failures", "x": x, "y": [d["failed"] for d in days]}
-    total = {"type": "bar", "name": "all runs", "x": x, "y": [d["total"] for d in days]}
+    day_ms = 86_400_000
+    common = {
+        "type": "bar",
+        "x": x,
+        "width": [day_ms * 0.8] * len(x),
+        "hovertemplate": "%{x}: %{y} %{fullData.name}<extra></extra>",
+    }
     return {
-        "data": [{**failed, "marker": {"color": FAIL_COLOR}}, {**total, "marker": {"color": "#c9d4e0"}}],
-        "layout": {"barmode": "overlay", "margin": {"t": 30}, "legend": {"orientation": "h"}},
+        "data": [
+            {**common, "name": "runs with failures", "y": [d["failed"] for d in days], "marker": {"color": FAIL_COLOR}},
+            {
+                **common,
+                "name": "runs without",
+                "y": [d["total"] - d["failed"] for d in days],
+                "marker": {"color": "#c9d4e0"},
+            },
+        ],
+        "layout": {
+            "barmode": "stack",
+            "margin": {"t": 30},
+            "legend": {"orientation": "h", "x": 0, "y": 1.02, "yanchor": "bottom"},  # clear of the day ticks
+            "xaxis": {"type": "date", "tickformat": "%Y-%m-%d", "dtick": day_ms, "tickangle": -90},
+            "yaxis": {
+                "title": {"text": "runs"},
+                "rangemode": "tozero",
+                "tickformat": "d",
+                "dtick": max(1, math.ceil(max((d["total"] for d in days), default=0) / 6)),  # whole runs
+            },
+        },
     }

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import plotly
-from django.db.models import Avg, Count, F, FloatField, QuerySet, Window
+from django.db.models import Avg, Count, F, FloatField, Max, Min, QuerySet, Window
 from django.db.models.functions import Cast, NullIf, RowNumber, TruncDate
 from django.http import FileResponse, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -25,7 +25,7 @@ from kvlab.http import HtmxHttpRequest
 from ..history.forms import CompareForm
 from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
-from . import figures
+from . import figures, series
 from .forms import ChartForm, LoadCurveForm, RegressionForm
 
 MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
@@ -44,8 +44,11 @@ VALUE_FIELDS = (
     "kv_unified",
     "cache_type_k",
     "cache_type_v",
+    "kv_offload",
     "flash_attn",
     "concurrency",
+    "prompt_tokens_max",
+    "n_predict_max",
 )
 
 
@@ -112,6 +115,8 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     context.update(
         metric=metric,
         grouping=grouping,
+        grouping_label=figures.GROUPINGS[grouping][0],
+        mixed=series.mixed_groups(rows, lambda row: figures.group_name(row, grouping)),
         figure=figure,
         n_points=len(rows),
         truncated=truncated,
@@ -145,7 +150,12 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
     download = _download(request, runs, "compare")
     if download:
         return download
-    context.update(figure=figures.compare(runs, requests), runs=runs)
+    context.update(
+        figure=figures.compare(runs, requests),
+        runs=runs,
+        workloads_differ=series.describe(series.differences(runs, series.WORKLOAD_FIELDS)),
+        configurations_differ=series.describe(series.differences(runs, series.CONFIG_FIELDS)),
+    )
     return _render(request, "charts/compare.html", context)
 
 
@@ -162,23 +172,33 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
         runs = runs.filter(gpu=form.cleaned_data["gpu"])
     if form.cleaned_data["label"]:
         runs = runs.filter(label=form.cleaned_data["label"])
+    not_failed = ~OUTCOME_Q[FAILED]  # a failed run has no speed: never averaged in as a zero
     points = list(
-        runs.values("concurrency")
+        runs.values(*figures.CURVE_FIELDS, "concurrency")
         .annotate(
-            throughput=Avg("throughput_tok_s"),
-            tok_s=Avg("tok_s_mean"),
-            ttft_p95=Avg("ttft_p95"),
+            throughput=Avg("throughput_tok_s", filter=not_failed),
+            tok_s=Avg("tok_s_mean", filter=not_failed),
+            ttft_p95=Avg("ttft_p95", filter=not_failed),
             runs=Count("id"),
             failed=Count("id", filter=OUTCOME_Q[FAILED]),
+            label_min=Min("label"),
+            label_max=Max("label"),
         )
-        .order_by("concurrency")
+        .order_by(*figures.CURVE_FIELDS, "concurrency")
     )
     download = _download(request, points, "load-curve")
     if download:
         return download
-    figure, knee = figures.load_curve(points) if len(points) >= 2 else (None, None)
-    measured = any(p["throughput"] is not None for p in points)
-    context.update(figure=figure, knee=knee, points=points, throughput_measured=measured)
+    curves = figures.curves(points)
+    drawable = [c for c in curves if len(c.points) >= 2]
+    drawn = drawable[: figures.MAX_CURVES]
+    context.update(
+        figure=figures.load_curve(drawn) if drawn else None,
+        curves=drawn,
+        n_drawable=len(drawable),
+        single_level=[c for c in curves if len(c.points) < 2],
+        points=points,
+    )
     return _render(request, "charts/load_curve.html", context)
 
 
@@ -193,23 +213,25 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
     window = form.cleaned_data.get("window") or 10
     columns = [m.column for m in figures.METRICS.values()]
     # Only the latest window + 1 runs of each group matter: rank them in SQL.
+    # Within each group, a run is compared only with runs of its configuration and workload.
+    partition = list(dict.fromkeys((*fields, *series.SERIES_FIELDS)))
     ranked = with_success_rate(Run.objects.exclude(started_at=None)).annotate(
-        rank=Window(RowNumber(), partition_by=[F(f) for f in fields], order_by=[F("started_at").desc(), F("id").desc()])
-    )
-    rows = list(
-        ranked.filter(rank__lte=window + 1).values(
-            "pk",
-            "key",
-            "started_at",
-            *{*fields, "ctx_size", "parallel", "kv_unified", "cache_type_k", "cache_type_v"},
-            *columns,
+        rank=Window(
+            RowNumber(), partition_by=[F(f) for f in partition], order_by=[F("started_at").desc(), F("id").desc()]
         )
     )
+    rows = list(ranked.filter(rank__lte=window + 1).values("pk", "key", "started_at", *partition, *columns))
     rows.sort(key=lambda r: (r["started_at"], r["pk"]))
     for row in rows:
         row["group"] = figures.group_name(row, grouping)
     found = figures.regressions(rows, list(figures.METRICS.values()), form.thresholds(), window=window)
-    context.update(found=found, grouping=grouping, n_groups=len({r["group"] for r in rows}))
+    context.update(
+        found=found,
+        grouping=grouping,
+        grouping_label=figures.GROUPINGS[grouping][0],
+        n_groups=len({r["group"] for r in rows}),
+        n_series=len({(r["group"], *series.key(r)) for r in rows}),
+    )
     return _render(request, "charts/regressions.html", context)
 
 
@@ -230,7 +252,16 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
         .values(*VALUE_FIELDS, value=F("tok_s_mean"), build=F("server_props__props__build_info"))[:2000]
     )
     trend_rows.sort(key=lambda r: (figures.group_name(r, "label"), r["started_at"], r["pk"]))
-    trend = figures.timeline(trend_rows, figures.METRICS["tok_s"], "label") if trend_rows else None
+    trend, hidden_models = (
+        figures.timeline_by_model(trend_rows, figures.METRICS["tok_s"], "label") if trend_rows else (None, [])
+    )
     failure_figure = figures.failures_by_day(failures) if failures else None
-    context = {"latest": latest, "trend": trend, "failure_figure": failure_figure, "since": since}
+    context = {
+        "latest": latest,
+        "trend": trend,
+        "hidden_models": hidden_models,
+        "trend_mixed": series.mixed_groups(trend_rows, lambda row: f"{row['label'] or '(none)'} ({row['model']})"),
+        "failure_figure": failure_figure,
+        "since": since,
+    }
     return render(request, "charts/home.html", context)

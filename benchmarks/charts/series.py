@@ -1,0 +1,111 @@
+"""Which runs compare like with like: one configuration under one workload.
+
+A run's configuration is the model and GPU it ran on and the llama-server flags that
+decide its speed; its workload is what the client asked of it. Two runs are comparable
+only when both match: a regression is the same series getting worse, and a load curve
+is one configuration (and one prompt/n_predict) across concurrencies. Pure: rows in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+FLAG_FIELDS = ("ctx_size", "parallel", "kv_unified", "cache_type_k", "cache_type_v", "kv_offload", "flash_attn")
+CONFIG_FIELDS = ("model", "gpu", *FLAG_FIELDS)
+WORKLOAD_FIELDS = ("concurrency", "prompt_tokens_max", "n_predict_max")
+SERIES_FIELDS = (*CONFIG_FIELDS, *WORKLOAD_FIELDS)
+FIELD_NAMES = {
+    "model": "model",
+    "gpu": "GPU",
+    "ctx_size": "ctx size",
+    "parallel": "parallel",
+    "kv_unified": "unified KV",
+    "cache_type_k": "K cache",
+    "cache_type_v": "V cache",
+    "kv_offload": "KV offload",
+    "flash_attn": "flash attention",
+    "concurrency": "concurrency",
+    "prompt_tokens_max": "prompt tokens",
+    "n_predict_max": "n_predict",
+    "build": "llama.cpp build",
+}
+
+
+def flags_label(row: Mapping[str, Any]) -> str:
+    """The flags as a reader of llama-server's command line expects them, briefly."""
+    unified = {True: "unified", False: "per-slot", None: "?"}[row.get("kv_unified")]
+    text = (
+        f"-c {row.get('ctx_size') or '?'} -np {row.get('parallel') or '?'} {unified} "
+        f"{row.get('cache_type_k') or '?'}/{row.get('cache_type_v') or '?'}"
+    )
+    if row.get("kv_offload") is False:
+        text += " no KV offload"
+    if row.get("flash_attn"):
+        text += f" fa {row['flash_attn']}"
+    return text
+
+
+def workload_label(row: Mapping[str, Any]) -> str:
+    return (
+        f"concurrency {_value(row.get('concurrency'))} · prompt {_value(row.get('prompt_tokens_max'))} tok"
+        f" · n_predict {_value(row.get('n_predict_max'))}"
+    )
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "?" if value is None or value == "" else str(value)
+
+
+def key(row: Mapping[str, Any], fields: Iterable[str] = SERIES_FIELDS) -> tuple[Any, ...]:
+    return tuple(row.get(f) for f in fields)
+
+
+def differences(rows: Iterable[Mapping[str, Any]], fields: Sequence[str]) -> dict[str, list[str]]:
+    """The fields on which the rows disagree, each with its values in first-seen order."""
+    seen: dict[str, list[str]] = {}
+    for row in rows:
+        for field in fields:
+            values = seen.setdefault(field, [])
+            value = _value(row.get(field))
+            if value not in values:
+                values.append(value)
+    return {FIELD_NAMES[f]: values for f, values in seen.items() if len(values) > 1}
+
+
+def describe(diff: Mapping[str, Sequence[str]]) -> str:
+    return "; ".join(f"{name} {' / '.join(values)}" for name, values in diff.items())
+
+
+@dataclass(frozen=True)
+class Mixed:
+    """A group of a chart whose runs differ in configuration or workload."""
+
+    group: str
+    configuration: dict[str, list[str]]
+    workload: dict[str, list[str]]
+
+    def text(self) -> str:
+        parts = []
+        if self.configuration:
+            parts.append("configurations (" + describe(self.configuration) + ")")
+        if self.workload:
+            parts.append("workloads (" + describe(self.workload) + ")")
+        return f"{self.group} mixes " + " and ".join(parts)
+
+
+def mixed_groups(rows: Iterable[Mapping[str, Any]], group_of: Callable[[Mapping[str, Any]], str]) -> list[Mixed]:
+    """The groups whose runs are not all one configuration under one workload, in first-seen order."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(group_of(row), []).append(row)
+    mixed = []
+    for group, members in groups.items():
+        configuration = differences(members, CONFIG_FIELDS)
+        workload = differences(members, WORKLOAD_FIELDS)
+        if configuration or workload:
+            mixed.append(Mixed(group, configuration, workload))
+    return mixed
