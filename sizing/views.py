@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db.models import Q
+from django.db.models import F, Q
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -50,7 +50,7 @@ def _history(inputs: object) -> list[Run]:
     catalogue_id = getattr(inputs, "catalogue_id", "")
     if not catalogue_id:
         return []
-    runs = Run.objects.order_by("-started_at")
+    runs = Run.objects.order_by(F("started_at").desc(nulls_last=True), "-id")
     gpu_mib = getattr(inputs, "gpu_mib", None)
     if gpu_mib:
         runs = runs.filter(Q(vram_total_mib=gpu_mib) | Q(vram_total_mib__isnull=True))
@@ -94,8 +94,8 @@ def _view(inputs: SizingInputs, result: Sizing) -> dict[str, object]:
     run = inputs.run
     if run is not None and flags_key(flags_from_run(run)) == flags_key(inputs.flags):
         failed = run.requests.filter(ok=False) if run.n_ok < run.n_requests else run.requests.none()
-        statuses = failed.values_list("http_status", flat=True).distinct()
-        failure = ", ".join(f"HTTP {status}" for status in sorted(filter(None, statuses)))
+        statuses = failed.values_list("http_status", flat=True)
+        failure = ", ".join(f"HTTP {status}" for status in sorted(set(filter(None, statuses))))
         record = check_record(result, run.n_ok, run.n_requests, failure)
     return page_view(
         result,
