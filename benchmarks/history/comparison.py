@@ -53,10 +53,12 @@ FIELDS: list[tuple[str, str, Callable[[Run], str]]] = [
     ("Workload", "n_predict (max)", lambda r: fmt(r.n_predict_max)),
     ("Outcome", "ok / total", lambda r: f"{r.n_ok} / {r.n_requests}"),
     ("Outcome", "success rate", _rate),
-    ("Speed", "tok/s per request, mean", lambda r: fmt(r.tok_s_mean)),
-    ("Speed", "tok/s per request, min – max", lambda r: f"{fmt(r.tok_s_min)} – {fmt(r.tok_s_max)}"),
+    ("Speed", "tok/s per request, mean", lambda r: fmt(r.tok_s_mean, 2, " tok/s")),
+    ("Speed", "tok/s per request, min – max", lambda r: f"{fmt(r.tok_s_min)} – {fmt(r.tok_s_max, 2, ' tok/s')}"),
+    ("Speed", "TTFT p50 / p95", lambda r: f"{fmt(r.ttft_p50, 3, ' s')} / {fmt(r.ttft_p95, 3, ' s')}"),
+    ("Speed", "E2E p95", lambda r: fmt(r.e2e_p95, 3, " s")),
     ("Speed", "wall time", lambda r: fmt(r.effective_wall_s, 1, " s")),
-    ("Speed", "aggregate throughput (tok/s)", lambda r: fmt(r.throughput_tok_s)),
+    ("Speed", "aggregate throughput", lambda r: fmt(r.throughput_tok_s, 2, " tok/s")),
 ]
 
 

@@ -53,13 +53,14 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     failures = run.requests.filter(ok=False).values("error_type").annotate(n=Count("id")).order_by("-n", "error_type")
     ok_rows = list(run.requests.filter(ok=True).values_list("ttft_s", "elapsed_s", "tok_s", "extra"))
     distributions = [
-        ("TTFT (s)", "request sent → first streamed token", distribution(r[0] for r in ok_rows)),
-        ("E2E latency (s)", "request sent → last chunk", distribution(r[1] for r in ok_rows)),
-        ("decode tok/s (server)", "timings.predicted_per_second", distribution(r[2] for r in ok_rows)),
+        ("TTFT", "request sent → first streamed token", distribution(r[0] for r in ok_rows), "s"),
+        ("E2E latency", "request sent → last chunk", distribution(r[1] for r in ok_rows), "s"),
+        ("decode tok/s (server)", "timings.predicted_per_second", distribution(r[2] for r in ok_rows), "tok/s"),
         (
             "decode tok/s (client)",
             "(output tokens − 1) / (E2E − TTFT)",
             distribution((r[3] or {}).get("client_tok_s") for r in ok_rows),
+            "tok/s",
         ),
     ]
     context = {

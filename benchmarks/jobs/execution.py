@@ -29,12 +29,14 @@ from sizing.cmdline import parse_command
 from ..history.errors import OTHER
 from ..history.records import REQUEST_FIELD_NAMES, content_hash
 from ..models import Job, RequestResult, Run
-from .client.probe import probe, synthetic_prompt
-from .client.stream import Outcome, session_for, stream_completion
+from ..models.jobs import MAX_LIVE
+from .client.probe import ProbeError, probe, synthetic_prompt, tokenize
+from .client.stream import Outcome, Progress, session_for, stream_completion
 from .client.target import Target, TargetRefused, resolve_target
 
 log = logging.getLogger(__name__)
 MAX_RECENT_ERRORS = 10
+LIVE_INTERVAL_S = 1.0
 
 
 def execute_job(job_id: int, worker: str = "") -> str:
@@ -57,11 +59,15 @@ def execute_job(job_id: int, worker: str = "") -> str:
 
 
 def _finish(job: Job, state: str, error: str = "") -> None:
-    Job.finish(job.pk, state, error, n_running=0)
+    Job.finish(job.pk, state, error, n_running=0, live=[])
 
 
 def _run(job: Job, target: Target) -> str:
     params = job.params
+    repeats = int(params.get("repeats", 1))
+    n_requests = int(params["requests"])
+    # Known from the start, so the page never reads "0 of 0 done".
+    Job.objects.filter(pk=job.pk).update(n_total=repeats * n_requests)
     api_key = job.server.api_key if job.server else ""
     server_info = probe(target, api_key)
     if not server_info.get("reachable"):
@@ -73,15 +79,13 @@ def _run(job: Job, target: Target) -> str:
     prompts: list[Any] = (
         [synthetic_prompt(target, int(params["prompt_tokens"]), api_key)]
         if params.get("prompt_tokens")
-        else list(params["prompts"])
+        else list(params["prompts"])[:n_requests]  # request i sends prompt i modulo their number
     )
-    repeats = int(params.get("repeats", 1))
-    n_requests = int(params["requests"])
-    Job.objects.filter(pk=job.pk).update(n_total=repeats * n_requests)
+    prompt_lengths = _prompt_lengths(target, api_key, prompts)
     final_state = Job.State.SUCCEEDED
     for repeat in range(repeats):
         run = _new_run(job, server_info, repeat, repeats)
-        final_state = _run_wave(job, target, api_key, run, prompts, n_requests)
+        final_state = _run_wave(job, target, api_key, run, prompts, prompt_lengths, n_requests)
         run.refresh_summary()
         if final_state != Job.State.SUCCEEDED:
             break
@@ -125,13 +129,15 @@ class _Wave:
     """What the request loop (on its own thread) and the recording thread share.
 
     The loop puts each outcome on `outcomes` and None when it is done, keeps `running`
-    current and keeps an unexpected `error`; the recording thread owns the database
-    and calls cancel() to stop sending and abandon the requests in flight.
+    and `in_flight` current and keeps an unexpected `error`; the recording thread owns
+    the database, writes `live()` at each heartbeat, and calls cancel() to stop sending
+    and abandon the requests in flight.
     """
 
     outcomes: queue.Queue[tuple[int, Outcome] | None] = field(default_factory=queue.Queue)
     stop: threading.Event = field(default_factory=threading.Event)
     running: int = 0
+    in_flight: dict[int, Progress] = field(default_factory=dict)  # request index → how far it has come
     error: BaseException | None = None
     _loop: asyncio.AbstractEventLoop | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -148,8 +154,48 @@ class _Wave:
         for task in self._tasks:
             task.cancel()
 
+    def live(self) -> list[dict[str, Any]]:
+        """The requests in flight now, for Job.live: at most the concurrency, in request order."""
+        now = time.perf_counter()
+        rows = []
+        for index, progress in sorted(self.in_flight.copy().items())[:MAX_LIVE]:  # copy(): atomic under the GIL
+            first = progress.first_token_at
+            decoding = now - first if first is not None else 0.0
+            rate = (progress.tokens - 1) / decoding if progress.tokens > 1 and decoding > 0 else None
+            rows.append(
+                {
+                    "i": index,
+                    "state": "streaming" if progress.tokens else "waiting",
+                    "tokens": progress.tokens,
+                    "elapsed_s": round(now - progress.sent_at, 3),
+                    "ttft_s": None if first is None else round(first - progress.sent_at, 3),
+                    "tok_s": None if rate is None else round(rate, 2),
+                }
+            )
+        return rows
 
-def _run_wave(job: Job, target: Target, api_key: str, run: Run, prompts: list[Any], n_requests: int) -> str:
+
+def _prompt_lengths(target: Target, api_key: str, prompts: list[Any]) -> list[int] | None:
+    """Each prompt's length in tokens, as the server counts it: recorded for every request,
+    failed ones included (a failed request's answer does not say). None if it cannot be had."""
+    if all(isinstance(p, list) for p in prompts):
+        return [len(p) for p in prompts]  # token ids, sent as given
+    try:
+        return tokenize(target, prompts, api_key, timeout_s=120)
+    except (ProbeError, OSError, TimeoutError) as exc:
+        log.warning("job prompts could not be tokenized (%s): prompt tokens come from the answers alone", exc)
+        return None
+
+
+def _run_wave(
+    job: Job,
+    target: Target,
+    api_key: str,
+    run: Run,
+    prompts: list[Any],
+    prompt_lengths: list[int] | None,
+    n_requests: int,
+) -> str:
     """Send n_requests at the job's concurrency; store outcomes as they come."""
     wave = _Wave()
 
@@ -163,8 +209,9 @@ def _run_wave(job: Job, target: Target, api_key: str, run: Run, prompts: list[An
 
     thread = threading.Thread(target=driver, name=f"job-{job.pk}-requests", daemon=True)
     thread.start()
-    recorder = _Recorder(run)
-    heartbeat = settings.KVLAB_JOB_HEARTBEAT_S
+    recorder = _Recorder(run, prompt_lengths)
+    # The live page polls every second: the requests in flight are written at least as often.
+    heartbeat = min(settings.KVLAB_JOB_HEARTBEAT_S, LIVE_INTERVAL_S)
     next_beat = time.monotonic() + heartbeat
     cancelled = False
     while True:
@@ -177,10 +224,10 @@ def _run_wave(job: Job, target: Target, api_key: str, run: Run, prompts: list[An
                 break
             index, outcome = item
             recorder.store(index, outcome)
-            _progress(job, outcome)
+            _progress(job, outcome, wave)
         if time.monotonic() >= next_beat:
             next_beat = time.monotonic() + heartbeat
-            if Job.beat(job.pk, n_running=wave.running) and not cancelled:
+            if Job.beat(job.pk, n_running=wave.running, live=wave.live()) and not cancelled:
                 cancelled = True
                 wave.cancel()
     thread.join(timeout=30)
@@ -208,13 +255,15 @@ async def _drive(
                 if wave.stop.is_set():
                     return
                 wave.running += 1
+                progress = wave.in_flight[index] = Progress(sent_at=time.perf_counter())
                 try:
                     payload = {**payload_base, "prompt": prompts[index % len(prompts)]}
-                    outcome = await stream_completion(session, target, payload, deadline_s=deadline)
+                    outcome = await stream_completion(session, target, payload, deadline_s=deadline, progress=progress)
                 except Exception as exc:  # no request is ever lost: an unexpected failure is an outcome
                     outcome = Outcome(ok=False, error_type=OTHER, error=f"{type(exc).__name__}: {exc}")
                 finally:
                     wave.running -= 1
+                    del wave.in_flight[index]
                 wave.outcomes.put((index, outcome))
 
         tasks = [asyncio.create_task(one(i)) for i in range(n_requests)]
@@ -225,8 +274,9 @@ async def _drive(
 class _Recorder:
     """Stores a run's request outcomes as RequestResult rows, in arrival order."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, prompt_lengths: list[int] | None = None) -> None:
         self.run = run
+        self.prompt_lengths = prompt_lengths
         self.seq = 0
         self.occurrences: dict[str, int] = {}
 
@@ -241,7 +291,7 @@ class _Recorder:
             "http_status": outcome.http_status,
             "error": outcome.error or None,
             "error_type": outcome.error_type or None,
-            "prompt_tokens": outcome.prompt_tokens,
+            "prompt_tokens": self._prompt_tokens(index, outcome),
             "n_predict": self.run.job.params.get("n_predict") if self.run.job else None,
             "output_tokens": outcome.output_tokens,
             "tok_s": outcome.tok_s,
@@ -262,9 +312,16 @@ class _Recorder:
         )
         self.seq += 1
 
+    def _prompt_tokens(self, index: int, outcome: Outcome) -> int | None:
+        """The prompt's length as sent; else what the server's answer said (timings.prompt_n, or a 400's count)."""
+        if self.prompt_lengths:
+            return self.prompt_lengths[index % len(self.prompt_lengths)]
+        return outcome.prompt_tokens
 
-def _progress(job: Job, outcome: Outcome) -> None:
-    updates: dict[str, Any] = {"n_done": F("n_done") + 1, "heartbeat_at": timezone.now()}
+
+def _progress(job: Job, outcome: Outcome, wave: _Wave) -> None:
+    # live is rewritten with the count: a finished request's tokens move into tokens_out at once.
+    updates: dict[str, Any] = {"n_done": F("n_done") + 1, "heartbeat_at": timezone.now(), "live": wave.live()}
     if not outcome.ok:
         updates["n_failed"] = F("n_failed") + 1
     if outcome.output_tokens:

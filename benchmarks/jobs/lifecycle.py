@@ -20,6 +20,7 @@ from kvlab.celery import app as celery_app
 from .. import tasks
 from ..history.metrics import at_rank
 from ..models import Job, RequestResult, Run, Server
+from ..models.jobs import WORKER_LOST
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,7 @@ def submit_job(
             gpu=server.gpu if server else "",
             label=label,
             params=params,
+            n_total=int(params["requests"]) * int(params.get("repeats", 1)),  # "0 of 3 done" from the start
             created_by=user if user is not None and user.is_authenticated else None,
         )
         tasks.enqueue(job)
@@ -79,10 +81,10 @@ def reap_stale_jobs(max_silence_s: int | None = None, now_fn: Callable[[], Any] 
     for pk, heartbeat in stale:
         recorded = RequestResult.objects.filter(run__job_id=pk).count()
         error = (
-            f"the worker stopped sending heartbeats (last at {heartbeat:%Y-%m-%d %H:%M:%S} UTC): it was killed "
+            f"{WORKER_LOST} (last at {heartbeat:%Y-%m-%d %H:%M:%S} UTC): it was killed "
             f"or lost; {recorded} request result(s) were recorded and are kept"
         )
-        if Job.fail_silent(pk, heartbeat, error, n_running=0):
+        if Job.fail_silent(pk, heartbeat, error, n_running=0, live=[]):
             for run in Run.objects.filter(job_id=pk):
                 run.refresh_summary()
             reaped.append(pk)

@@ -6,7 +6,20 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from .work import Work
+from ..history.outcomes import LABELS, outcome_of
+from .work import Work, WorkState
+
+# How a job ran, in words: the state "succeeded" only says the worker finished it; what
+# its requests found is Job.found, said apart.
+RAN_WORDS = {
+    WorkState.QUEUED: "queued",
+    WorkState.RUNNING: "running",
+    WorkState.SUCCEEDED: "completed",
+    WorkState.FAILED: "failed to run",
+    WorkState.CANCELLED: "cancelled",
+}
+WORKER_LOST = "the worker stopped sending heartbeats"  # how the reaper's error begins
+MAX_LIVE = 256  # requests in flight listed in Job.live: the largest concurrency the form allows
 
 
 class Server(models.Model):
@@ -65,6 +78,10 @@ class Job(Work):
     n_running = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveBigIntegerField(default=0)
     recent_errors = models.JSONField(default=list, blank=True)
+    # The requests in flight, written by the worker at each heartbeat (at most the
+    # concurrency): [{"i": index, "state": "waiting"|"streaming", "tokens": n, "elapsed_s": s,
+    # "ttft_s": s|null, "tok_s": rate|null}]; emptied when the job ends.
+    live = models.JSONField(default=list, blank=True)
     sweep_config = models.ForeignKey(
         "SweepConfig", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
     )
@@ -86,6 +103,35 @@ class Job(Work):
     @property
     def target_name(self) -> str:
         return self.server.name if self.server_id and self.server else self.base_url
+
+    @property
+    def how_it_ran(self) -> str:
+        """completed, cancelled, failed to run, worker lost (or queued, running)."""
+        if self.state == WorkState.FAILED and self.error.startswith(WORKER_LOST):
+            return "worker lost"
+        return RAN_WORDS.get(WorkState(self.state), self.state)
+
+    @property
+    def ran_class(self) -> str:
+        return self.how_it_ran.replace(" ", "-")
+
+    @property
+    def found(self) -> str:
+        """What its requests found, by history.outcomes' rule: ok, partial, failed, or empty.
+
+        Over the requests recorded so far (n_done counts each stored result, n_failed the
+        failed ones): the same requests as its runs hold.
+        """
+        return outcome_of(self.n_done - self.n_failed, self.n_done)
+
+    @property
+    def found_label(self) -> str:
+        return LABELS[self.found]
+
+    @property
+    def tokens_so_far(self) -> int:
+        """Output tokens of finished requests, and of those still streaming."""
+        return self.tokens_out + sum(int(r.get("tokens") or 0) for r in self.live or [] if isinstance(r, dict))
 
     @property
     def progress_percent(self) -> int:

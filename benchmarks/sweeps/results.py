@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db.models import Avg, Sum
 
+from ..history.outcomes import LABELS, outcome_of
 from ..models import Run, Sweep, SweepConfig
 
 MiB = 1024 * 1024
@@ -47,9 +48,14 @@ def _row(config: SweepConfig, measured: dict[str, Any]) -> dict[str, Any]:
     predicted_kv = predicted.get("kv_bytes")
     reported_kv = reported.get("kv_mib")
     prediction = predicted.get("prediction") or {}
+    total = measured.get("total")
+    # What its requests found, by history.outcomes' rule: "ran" alone says nothing of 0/3.
+    found = outcome_of(measured.get("ok") or 0, total) if total else None
     return {
         "config": config,
         "measured": measured,
+        "found": found,
+        "found_label": LABELS[found] if found else "",
         "prediction": prediction.get("message"),
         "predicted_outcome": prediction.get("outcome"),
         "predicted_errors": predicted.get("errors") or [],

@@ -13,6 +13,9 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from ..history.outcomes import LABELS
+from ..models.jobs import RAN_WORDS
+
 register = template.Library()
 MISSING = "—"
 
@@ -105,3 +108,21 @@ def extra_table(values: Any) -> SafeString | str:
         "", "<tr><th><code>{}</code></th><td>{}</td></tr>", ((k, extra_value(k, v)) for k, v in _flatten(values))
     )
     return format_html('<table class="extra">{}</table>', rows)
+
+
+@register.filter
+def outcome_words(outcome: str) -> str:
+    """A run outcome (history.outcomes) in words: "all failed", not "failed"."""
+    return LABELS.get(outcome, outcome)
+
+
+@register.filter
+def ran_words(state: str) -> str:
+    """A job's or sweep's state as how it ran: "completed", never "succeeded" (that is for its findings)."""
+    return RAN_WORDS.get(state, state)
+
+
+@register.filter
+def in_unit(value: Any, unit: str) -> str:
+    """seconds or tok_s, chosen by the unit a table row names ("s" or "tok/s")."""
+    return seconds(value) if unit == "s" else tok_s(value) if unit == "tok/s" else thousands(value)

@@ -163,10 +163,10 @@ def test_a_run_page_shows_its_configuration_requests_and_metrics(client, demo_im
 def test_a_run_page_shows_speed_metrics_and_kept_fields(client, demo_import):
     c2 = Run.objects.get(key="c2-x3")
     html = client.get(reverse("run-detail", args=[c2.pk])).content.decode()
-    assert "3 / 3 (100%)" in html and "2.15 – 2.15" in html and "615.0 s" in html
+    assert "3 / 3 (100%)" in html and "2.15 – 2.15 tok/s" in html and "615.0 s" in html
     c2_single = Run.objects.get(key="c2-single")
     html = client.get(reverse("run-detail", args=[c2_single.pk])).content.decode()
-    assert "<code>note</code>: post: 9,216 tokens per slot (3 x 3,072)" in html
+    assert "<tr><th><code>note</code></th><td>post: 9,216 tokens per slot (3 x 3,072)</td></tr>" in html
 
 
 def test_an_unknown_run_is_404(client, db):
@@ -330,13 +330,13 @@ def test_a_long_run_pages_its_requests(client, import_bytes):
     first = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     second = client.get(reverse("run-detail", args=[run.pk]), {"page": 2}).content.decode()
     assert first.count('<tr class="ok">') == 200 and "page 1 of 2" in first and "?page=2" in first
-    assert second.count('<tr class="ok">') == 5 and ">204.0<" in second
+    assert second.count('<tr class="ok">') == 5 and ">204.0 tok/s<" in second
 
 
 def test_a_run_page_shows_latency_and_decode_distributions(client, import_bytes):
     records = [flat(ttft_s=0.1 * (i + 1), elapsed_s=2.0 + i, tok_s=40.0 + i, client_tok_s=39.0 + i) for i in range(25)]
     import_bytes(jsonl(*records))
     page = client.get(reverse("run-detail", args=[Run.objects.get().pk])).content.decode()
-    ttft_row = page[page.index("<th>TTFT (s)</th>") :].split("</tr>")[0]
-    assert ">25<" in ttft_row and ">1.300<" in ttft_row and ">2.300<" in ttft_row  # mean, p90
+    ttft_row = page[page.index("<th>TTFT</th>") :].split("</tr>")[0]
+    assert ">25<" in ttft_row and ">1.300 s<" in ttft_row and ">2.300 s<" in ttft_row  # mean, p90
     assert "decode tok/s (client)" in page and "(output tokens − 1) / (E2E − TTFT)" in page

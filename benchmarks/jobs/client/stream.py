@@ -48,6 +48,17 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class Progress:
+    """A request in flight, as far as it has come: written by the request loop as events
+    arrive, read by the job's recording thread for the live page (plain attribute writes:
+    one per token, nothing the client's speed notices)."""
+
+    sent_at: float = 0.0  # time.perf_counter() when sent
+    first_token_at: float | None = None
+    tokens: int = 0
+
+
 class FixedResolver(AbstractResolver):
     """Resolves the target's host to the address that was checked, and nothing else."""
 
@@ -92,12 +103,23 @@ def session_for(
 
 
 async def stream_completion(
-    session: aiohttp.ClientSession, target: Target, payload: dict[str, Any], *, deadline_s: float
+    session: aiohttp.ClientSession,
+    target: Target,
+    payload: dict[str, Any],
+    *,
+    deadline_s: float,
+    progress: Progress | None = None,
 ) -> Outcome:
-    """POST /completion with stream: true and measure it; never raises for server faults."""
+    """POST /completion with stream: true and measure it; never raises for server faults.
+
+    progress, when given, follows the tokens as they stream (for a live view).
+    """
     body = {**payload, "stream": True}
     outcome = Outcome(ok=False, started_at=time.time())
     start = time.perf_counter()
+    if progress is None:
+        progress = Progress()
+    progress.sent_at = start
     try:
         async with asyncio.timeout(deadline_s):
             async with session.post(target.url("/completion"), json=body, allow_redirects=False) as response:
@@ -105,7 +127,7 @@ async def stream_completion(
                 if response.status != 200:
                     await _read_error(response, outcome)
                 else:
-                    await _read_stream(response, outcome, start)
+                    await _read_stream(response, outcome, start, progress)
     except TimeoutError:
         outcome.error_type = TIMEOUT
         outcome.error = f"no complete answer within the {deadline_s:g} s deadline"
@@ -149,7 +171,7 @@ async def _read_error(response: aiohttp.ClientResponse, outcome: Outcome) -> Non
             outcome.prompt_tokens = error["n_prompt_tokens"]
 
 
-async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start: float) -> None:
+async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start: float, progress: Progress) -> None:
     received = 0
     tokens = 0
     events = 0
@@ -192,8 +214,10 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
         content = event.get("content")
         if content or event.get("tokens"):
             if outcome.ttft_s is None:
-                outcome.ttft_s = time.perf_counter() - start
+                progress.first_token_at = time.perf_counter()
+                outcome.ttft_s = progress.first_token_at - start
             tokens += len(event["tokens"]) if isinstance(event.get("tokens"), list) else 1
+            progress.tokens = tokens
         if event.get("stop"):
             final = event
             break

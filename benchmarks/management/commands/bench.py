@@ -10,6 +10,7 @@ from typing import Any
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from benchmarks.history.outcomes import LABELS, outcome_of
 from benchmarks.jobs.forms import MAX_PROMPT_FILE_BYTES, CommandJobForm
 from benchmarks.jobs.lifecycle import submit_job, worker_available
 from benchmarks.models import Job, RequestResult, Server
@@ -33,6 +34,12 @@ class Command(BaseCommand):
         parser.add_argument("--label", default="")
         parser.add_argument("--wait", action="store_true", help="follow the job until it ends")
         parser.add_argument("--json", action="store_true", help="machine-readable output")
+        parser.add_argument(
+            "--allow-failures",
+            action="store_true",
+            help="with --wait, exit 0 although requests failed (to reproduce a failure on purpose); "
+            "a job that could not run still exits non-zero",
+        )
 
     def handle(self, *args: Any, **o: Any) -> None:
         form = self._form(o)
@@ -53,7 +60,13 @@ class Command(BaseCommand):
         summary = self._summary(job)
         self._emit(o, summary, self._text(summary))
         if job.state != Job.State.SUCCEEDED:
-            raise CommandError(f"job {job.pk} ended {job.state}: {job.error}")
+            raise CommandError(f"job {job.pk} {job.how_it_ran}: {job.error}")
+        failed = summary["total"] - summary["ok"]
+        if failed and not o["allow_failures"]:
+            raise CommandError(
+                f"job {job.pk} completed, but {failed} of {summary['total']} requests failed "
+                f"({summary['found_label']}); --allow-failures keeps exit status 0"
+            )
 
     def _form(self, o: dict[str, Any]) -> CommandJobForm:
         """The options as the web form's fields; the same form validates them."""
@@ -84,7 +97,7 @@ class Command(BaseCommand):
         last = None
         while True:
             job.refresh_from_db()
-            line = f"job {job.pk}: {job.state}, {job.n_done}/{job.n_total} done, {job.n_failed} failed"
+            line = f"job {job.pk}: {job.how_it_ran}, {job.n_done}/{job.n_total} done, {job.n_failed} failed"
             if line != last and not quiet:
                 self.stderr.write(line)
                 last = line
@@ -95,9 +108,14 @@ class Command(BaseCommand):
     def _summary(self, job: Job) -> dict[str, Any]:
         runs = list(job.runs.order_by("key"))
         requests = RequestResult.objects.filter(run__job=job).order_by("run__key", "seq")
+        ok, total = sum(r.n_ok for r in runs), sum(r.n_requests for r in runs)
+        found = outcome_of(ok, total)
         return {
             "job": job.pk,
             "state": job.state,
+            "ran": job.how_it_ran,
+            "found": found,
+            "found_label": LABELS[found],
             "error": job.error,
             "runs": [
                 {
@@ -112,18 +130,18 @@ class Command(BaseCommand):
                 }
                 for run in runs
             ],
-            "ok": sum(r.n_ok for r in runs),
-            "total": sum(r.n_requests for r in runs),
+            "ok": ok,
+            "total": total,
             "status_codes": [r.http_status for r in requests],
             "error_types": [r.error_type or None for r in requests],
         }
 
     def _text(self, s: dict[str, Any]) -> str:
-        lines = [f"job {s['job']}: {s['state']} — {s['ok']}/{s['total']} requests ok"]
+        lines = [f"job {s['job']}: ran: {s['ran']}; found: {s['found_label']} — {s['ok']}/{s['total']} requests ok"]
         for run in s["runs"]:
             tok_s = f"{run['tok_s_mean']:.2f}" if run["tok_s_mean"] is not None else "—"
             lines.append(
-                f"  run {run['run_id']} ({run['key']}): {run['outcome']}, {run['ok']}/{run['total']} ok, "
+                f"  run {run['run_id']} ({run['key']}): {LABELS[run['outcome']]}, {run['ok']}/{run['total']} ok, "
                 f"{tok_s} tok/s per request"
             )
         lines.append("  status codes: " + " ".join(str(c) for c in s["status_codes"]))

@@ -8,8 +8,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from benchmarks.history.outcomes import FAILED, LABELS, PARTIAL
 from benchmarks.jobs.lifecycle import worker_available
 from benchmarks.models import Sweep
+from benchmarks.models.jobs import RAN_WORDS
 from benchmarks.sweeps import demo
 from benchmarks.sweeps.forms import CommandSweepForm
 from benchmarks.sweeps.lifecycle import create_sweep
@@ -40,6 +42,12 @@ class Command(BaseCommand):
         parser.add_argument("--label", default="")
         parser.add_argument("--wait", action="store_true")
         parser.add_argument("--json", action="store_true")
+        parser.add_argument(
+            "--allow-failures",
+            action="store_true",
+            help="with --wait, exit 0 although requests failed (implied by --demo, which reproduces a failure "
+            "on purpose); a sweep that could not run still exits non-zero",
+        )
 
     def handle(self, *args: Any, **o: Any) -> None:
         if o["demo"]:
@@ -69,9 +77,15 @@ class Command(BaseCommand):
             if sweep.finished:
                 break
             time.sleep(1)
-        self._report(sweep, as_json=o["json"])
+        summary = self._report(sweep, as_json=o["json"])
         if sweep.state != Sweep.State.SUCCEEDED:
-            raise CommandError(f"sweep {sweep.pk} ended {sweep.state}: {sweep.error}")
+            raise CommandError(f"sweep {sweep.pk} {RAN_WORDS[Sweep.State(sweep.state)]}: {sweep.error}")
+        failing = [c for c in summary["configs"] if c["found"] in (PARTIAL, FAILED)]
+        if failing and not (o["allow_failures"] or o["demo"]):
+            names = "; ".join(f"{c['command']}: {c['total'] - c['ok']} of {c['total']} failed" for c in failing)
+            raise CommandError(
+                f"sweep {sweep.pk} completed, but requests failed ({names}); --allow-failures keeps exit status 0"
+            )
 
     def _form(self, o: dict[str, Any]) -> CommandSweepForm:
         if not (o["host"] and o["model"] and o["flags"]):
@@ -91,7 +105,7 @@ class Command(BaseCommand):
         }
         return CommandSweepForm(data)
 
-    def _report(self, sweep: Sweep, *, as_json: bool) -> None:
+    def _report(self, sweep: Sweep, *, as_json: bool) -> dict[str, Any]:
         rows = config_rows(sweep)
         summary = {
             "sweep": sweep.pk,
@@ -101,6 +115,7 @@ class Command(BaseCommand):
                 {
                     "command": r["config"].command,
                     "outcome": r["config"].outcome,
+                    "found": r["found"],
                     "error": r["config"].error,
                     "predicted": r["predicted_outcome"],
                     "ok": r["measured"].get("ok"),
@@ -117,11 +132,13 @@ class Command(BaseCommand):
         }
         if as_json:
             self.stdout.write(json.dumps(summary))
-            return
-        self.stdout.write(f"sweep {sweep.pk}: {sweep.state}")
+            return summary
+        self.stdout.write(f"sweep {sweep.pk}: {RAN_WORDS[Sweep.State(sweep.state)]}")
         for c in summary["configs"]:
             kv = f"KV {c['kv_predicted_mib'] or 0:.2f} MiB predicted, {c['kv_reported_mib'] or 0:.2f} reported"
             self.stdout.write(
-                f"  {'*' if c['best'] else ' '} llama-server {c['command']}: {c['outcome']}, "
+                f"  {'*' if c['best'] else ' '} llama-server {c['command']}: {c['outcome']}"
+                f"{': ' + LABELS[c['found']] if c['found'] else ''}, "
                 f"{c['ok']}/{c['total']} ok (predicted: {c['predicted']}); {kv}"
             )
+        return summary
