@@ -76,7 +76,7 @@ def build_history(size: int, import_bytes: Callable[..., FileImport]) -> History
             flat(
                 **run,
                 vram_total_mib=GPU_MIB,
-                concurrency=1 + i % 4,
+                concurrency=1 if last else 1 + i % 4,  # the regression: same configuration and workload
                 ts=_iso(started + timedelta(seconds=j)),
                 tok_s=(1.0 if last else 10.0 + i) + j,
             )
