@@ -90,8 +90,9 @@ CHROMIUM_ARGS = [
 AIM_MS = 300.0  # p95 server time
 AIM_BYTES = 2_000_000  # payload per chart
 MAX_TIMELINE_POINTS = 10_000  # chart_views.MAX_TIMELINE_POINTS, checked at start
+MAX_CURVES = 8  # charts.figures.MAX_CURVES, checked at start
 HOME_TREND_POINTS = 2_000
-MARKER_TRACES = ("failed runs", "configuration changed")
+MARKER_TRACES = ("failed runs", "configuration changed", "workload changed")
 FIGURE_RE = re.compile(rb'<script id="([\w-]+)" type="application/json">(.*?)</script>', re.S)
 
 # --- what each page must show --------------------------------------------------------
@@ -165,7 +166,8 @@ def make_cases(model: str, compare_ids: list[int]) -> list[dict[str, Any]]:
             "url": "chart-load",
             "figure": "load-figure",
             "params": {"model": model},
-            "points": n_levels,
+            "points": None,  # configurations × their concurrencies: checked curve by curve
+            "levels": n_levels,
         },
         {"kind": "regressions", "case": "regressions", "url": "chart-regressions", "figure": None, "params": {}},
         {
@@ -174,12 +176,15 @@ def make_cases(model: str, compare_ids: list[int]) -> list[dict[str, Any]]:
             "url": "home",
             "figure": "trend-figure",
             "params": {},
-            "points": min(n_all, HOME_TREND_POINTS),
+            "points": None,  # the latest runs of the models given a panel: checked against the cap
+            "max_points": min(n_all, HOME_TREND_POINTS),
         },
     ]
     cases = []
     for spec in specs:
-        assert spec["kind"] == "regressions" or spec["points"] > 0, f"{spec['case']}: no data to measure"
+        assert spec["kind"] == "regressions" or (spec["points"] or spec.get("levels") or spec.get("max_points")), (
+            f"{spec['case']}: no data to measure"
+        )
         cases.append({**spec, "format": "html"})
         if spec["kind"] in ("timeline", "compare", "load"):
             rows = spec.get("rows", spec["points"])
@@ -202,7 +207,10 @@ def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
     content = response.content
     if case["format"] == "json":
         rows = json.loads(content)["rows"]
-        assert len(rows) == case["rows"], f"{name}: {len(rows)} rows, expected {case['rows']}"
+        if case["rows"] is None:  # the load curve: a row per configuration and concurrency
+            assert rows and all(r["concurrency"] for r in rows), f"{name}: {len(rows)} rows"
+        else:
+            assert len(rows) == case["rows"], f"{name}: {len(rows)} rows, expected {case['rows']}"
         return {"points": len(rows), "figure_bytes": None}
     assert b"<html" in content, f"{name}: not a full page"
     if case["kind"] == "regressions":
@@ -220,6 +228,7 @@ def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
             assert f"{case['points']} runs".encode() in content, f"{name}: the summary does not say {case['points']}"
         else:
             assert "failures-figure" in figs, f"{name}: no failures figure"
+            assert 0 < points <= case["max_points"], f"{name}: {points} points, cap {case['max_points']}"
             assert content.count(b'<tr class="outcome-') == 10, f"{name}: not 10 latest runs"
     elif case["kind"] == "compare":
         bars = [t for t in traces if t["type"] == "bar"]
@@ -228,9 +237,14 @@ def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
         assert len(boxes) == 12, f"{name}: {len(boxes)} strips, expected 12"
         points = sum(len(t["y"]) for t in boxes)
     else:
-        assert len(traces) in (2, 3), f"{name}: {len(traces)} traces"  # TTFT p95 only when timed
-        points = len(traces[0]["x"])
-    assert points == case["points"], f"{name}: {points} points, expected {case['points']}"
+        # One curve per configuration (at most MAX_CURVES), each over distinct, ascending concurrencies.
+        curves = [t for t in traces if t.get("mode") == "lines+markers" and t.get("yaxis", "y") == "y"]
+        assert 1 <= len(curves) <= MAX_CURVES, f"{name}: {len(curves)} throughput curves"
+        for curve in curves:
+            assert curve["x"] == sorted(set(curve["x"])) and len(curve["x"]) <= case["levels"], f"{name}: {curve}"
+        points = sum(len(t["x"]) for t in curves)
+    if case["points"] is not None:
+        assert points == case["points"], f"{name}: {points} points, expected {case['points']}"
     return {"points": points, "figure_bytes": size, "traces": len(traces), "bytes_by_key": bytes_by_key(traces)}
 
 
@@ -461,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.charts import views as chart_views
 
         assert chart_views.MAX_TIMELINE_POINTS == MAX_TIMELINE_POINTS, "the timeline's cap changed; update this"
+        assert chart_views.figures.MAX_CURVES == MAX_CURVES, "the load curve's cap changed; update this"
         start = time.perf_counter()
         data = synthetic.insert_lab(args.runs)
         insert_s = time.perf_counter() - start
