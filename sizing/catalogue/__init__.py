@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..weights import WeightsFigure
+from ..weights import COMPUTED_SOURCE, WeightsFigure, computed_bytes
 
 HERE = Path(__file__).resolve().parent
 
@@ -25,6 +25,8 @@ class CatalogueModel:
     files: dict[str, int]  # quantization -> GGUF file size in bytes (published sizes only)
     sources: dict[str, str]
     weights: dict[str, WeightsFigure] = field(default_factory=dict)  # quantization -> figure
+    # What the tensor table needs beyond the metadata: {"tied_embeddings": bool, "rope_freqs": bool}
+    tensor_layout: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -43,13 +45,29 @@ def models() -> dict[str, CatalogueModel]:
     return {m["id"]: _model(m) for m in data["models"]}
 
 
+# The quantizations every catalogue model has: published where a GGUF's size is, else computed.
+# (F16 is left out: nobody sizes a 16 GB GPU for it, and weights.computed_bytes gives it on demand.)
+COMMON_QUANTS = ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0")
+# Native formats worth listing for an architecture (gpt-oss ships its experts in MXFP4).
+NATIVE_QUANTS = {"gpt-oss": ("MXFP4",)}
+
+
 def _model(m: dict[str, Any]) -> CatalogueModel:
     files: dict[str, int] = m.get("files", {})
     sources: dict[str, str] = m.get("sources", {})
     weights = {
         quant: WeightsFigure(quant, size, sources.get("files", ""), computed=False) for quant, size in files.items()
     }
-    return CatalogueModel(m["id"], m["name"], m["metadata"], files, sources, weights)
+    tensors: dict[str, bool] = m.get("tensors", {})
+    if tensors:
+        arch = m["metadata"]["general.architecture"]
+        for quant in COMMON_QUANTS + NATIVE_QUANTS.get(arch, ()):
+            if quant not in weights:
+                size = computed_bytes(
+                    m["metadata"], quant, tied_embeddings=tensors["tied_embeddings"], rope_freqs=tensors["rope_freqs"]
+                )
+                weights[quant] = WeightsFigure(quant, size, COMPUTED_SOURCE, computed=True)
+    return CatalogueModel(m["id"], m["name"], m["metadata"], files, sources, weights, tensors)
 
 
 def quantizations(model_id: str) -> list[str]:

@@ -1,0 +1,123 @@
+"""Weights computed from the tensor shapes, checked against published GGUFs and real tensor tables."""
+
+from pathlib import Path
+
+import pytest
+
+from sizing import catalogue, tiny_gguf, weights
+from sizing.gguf import read_gguf_head
+
+MiB = 1024 * 1024
+# A GGUF file is its tensor data plus a head: the metadata with the tokenizer (token strings,
+# scores or types, BPE merges: 5.7 MiB for Qwen's 152k vocab, 7.5 MiB for Llama 3's 128k,
+# 12.4 MiB for gpt-oss's 201k), the tensor table and up to 31 B of alignment per tensor.
+GGUF_HEAD_BOUND = 16 * MiB
+
+# microsoft/phi-4-gguf's Q4_K file predates b11434: its fused attn_qkv got the old
+# ATTENTION_QKV rule (all Q5_K) where llama-quant.cpp now applies the attn_v rule (half Q6_K,
+# half Q4_K), so b11434 would write 40 × 5120 × 7680 × (210 + 144 - 2 × 176) / 512 B more.
+OLDER_RULES = {("phi-4", "Q4_K_M"): 40 * 5120 * 7680 * (210 + 144 - 2 * 176) // 512}
+
+
+def _published() -> list[tuple[str, str]]:
+    return [
+        (m.id, quant)
+        for m in catalogue.models().values()
+        for quant in m.files
+        if quant.upper() in weights.FTYPE_DEFAULT_TYPE
+    ]
+
+
+def _computed(model_id: str, quant: str) -> int:
+    entry = catalogue.models()[model_id]
+    tensors = entry.tensor_layout
+    return weights.computed_bytes(
+        entry.metadata, quant, tied_embeddings=tensors["tied_embeddings"], rope_freqs=tensors["rope_freqs"]
+    )
+
+
+@pytest.mark.parametrize(("model_id", "quant"), _published())
+def test_the_computed_tensor_data_is_the_published_file_less_its_head(model_id: str, quant: str) -> None:
+    published = catalogue.models()[model_id].files[quant]
+    computed = _computed(model_id, quant) - OLDER_RULES.get((model_id, quant), 0)
+    assert 0 < published - computed < GGUF_HEAD_BOUND
+
+
+def test_the_head_is_the_same_for_every_quantization_of_a_file_family() -> None:
+    # The head does not depend on the quantization, so one model's differences agree to the byte
+    # or nearly (its string lengths are the same; only general.file_type's value differs).
+    heads = {catalogue.models()["qwen3-8b"].files[q] - _computed("qwen3-8b", q) for q in ("Q4_K_M", "Q6_K", "Q8_0")}
+    assert max(heads) - min(heads) < 64
+
+
+def test_q4_k_m_gives_half_the_attn_v_and_ffn_down_of_llama_3_1_8b_six_bits() -> None:
+    entry = catalogue.models()["llama-3.1-8b"]
+    tensors = weights.tensor_table(entry.metadata, tied_embeddings=False, rope_freqs=True)
+    types = weights.tensor_types(tensors, entry.metadata, "Q4_K_M")
+    attn_v = [types[f"blk.{i}.attn_v.weight"] for i in range(32)]
+    assert attn_v.count("q6_K") == 16 and attn_v.count("q4_K") == 16
+    assert types["blk.0.ffn_down.weight"] == "q6_K"
+    assert types["blk.0.ffn_gate.weight"] == "q4_K"
+    assert types["output.weight"] == "q6_K"
+    assert types["token_embd.weight"] == "q4_K"
+    assert types["blk.0.attn_norm.weight"] == "f32"
+    assert types["rope_freqs.weight"] == "f32"
+
+
+def test_a_row_that_is_not_whole_k_blocks_falls_back_to_a_32_block_type() -> None:
+    entry = catalogue.models()["gpt-oss-20b"]  # n_embd 2880 = 11.25 blocks of 256
+    tensors = weights.tensor_table(entry.metadata, tied_embeddings=False)
+    types = weights.tensor_types(tensors, entry.metadata, "Q4_K_M")
+    assert types["token_embd.weight"] == "q5_0"
+    assert types["output.weight"] == "q8_0"
+    assert types["blk.0.ffn_gate_inp.weight"] == "f32"
+    mxfp4 = weights.tensor_types(tensors, entry.metadata, "MXFP4")
+    assert mxfp4["blk.0.ffn_up_exps.weight"] == "mxfp4"
+    assert mxfp4["blk.0.attn_q.weight"] == "q8_0"
+
+
+def test_tied_embeddings_are_quantized_like_the_output() -> None:
+    entry = catalogue.models()["gemma-3-27b"]
+    tensors = weights.tensor_table(entry.metadata, tied_embeddings=True)
+    assert "output.weight" not in {t.name for t in tensors}
+    assert weights.tensor_types(tensors, entry.metadata, "Q4_K_M")["token_embd.weight"] == "q6_K"
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "deepseek2", "granitehybrid"])
+def test_the_tensor_table_is_the_one_llama_server_loads(tmp_path: Path, arch: str) -> None:
+    # The tiny models are written with exactly the tensors llama.cpp's loader asks for (the
+    # oracle tests load them in the real llama-server).
+    path = tiny_gguf.WRITERS[arch](tmp_path / f"{arch}.gguf")
+    with path.open("rb") as stream:
+        head = read_gguf_head(stream)
+    real = {t.name: t.shape for t in head.tensors}
+    table = weights.tensor_table(head.metadata_without_vocab(), tied_embeddings="output.weight" not in real)
+    assert {t.name: t.shape for t in table} == real
+    f32 = weights.tensor_types(table, head.metadata, "F32")
+    assert weights.tensor_data_bytes(table, f32) == sum(t.n_bytes for t in head.tensors)
+
+
+def test_every_catalogue_model_has_the_common_quantizations() -> None:
+    for model in catalogue.models().values():
+        for quant in ("Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"):
+            figure = catalogue.weights_for(model.id, quant)
+            assert figure is not None, f"{model.id} has no {quant}"
+            assert figure.computed == (quant not in model.files)
+
+
+def test_devstral_small_2_q4_k_m_is_computed_and_says_so() -> None:
+    figure = catalogue.weights_for("devstral-small-2-24b", "Q4_K_M")
+    assert figure is not None
+    assert figure.computed
+    assert figure.source == weights.COMPUTED_SOURCE
+    assert figure.bytes == 14_326_026_240  # 13.34 GiB; published file sizes say "14.33 GB"
+    assert catalogue.quantizations("gpt-oss-20b")[:2] == ["Q4_K_M", "MXFP4"]
+
+
+def test_it_refuses_an_architecture_or_quantization_it_cannot_compute() -> None:
+    with pytest.raises(ValueError, match="architecture 'rwkv7'"):
+        weights.tensor_table({"general.architecture": "rwkv7"}, tied_embeddings=False)
+    entry = catalogue.models()["llama-3.2-3b"]
+    tensors = weights.tensor_table(entry.metadata, tied_embeddings=True)
+    with pytest.raises(ValueError, match="IQ2_XXS"):
+        weights.tensor_types(tensors, entry.metadata, "IQ2_XXS")
