@@ -99,3 +99,17 @@ def test_an_unknown_architecture_lists_what_kvlab_supports(tmp_path):
     path.write_text(json.dumps({"general.architecture": "bert"}))
     with pytest.raises(CommandError, match="architecture 'bert' is not one kvlab sizes exactly; supported: deepseek2"):
         kvsize("--spec", str(path))
+
+
+def test_kvsize_takes_no_default_quantization_and_names_the_weights_it_used():
+    out = StringIO()
+    call_command("kvsize", "--model", "llama-3.1-8b", "-c", "16384", "--gpu", "rtx-5060-ti-16gb", stdout=out)
+    assert "weights: unknown" in out.getvalue() and "cannot judge the fit without the weights" in out.getvalue()
+    out = StringIO()
+    call_command("kvsize", "--model", "llama-3.1-8b", "-c", "16384", "--gpu", "rtx-5060-ti-16gb", "--quant", "q4_k_m",
+                 "--json", stdout=out)  # fmt: skip
+    memory = json.loads(out.getvalue())["memory"]
+    assert (memory["weights_bytes"], memory["fits"]) == (4_920_739_232, True)
+    assert memory["weights_source"] == "catalogue Q4_K_M: published file size"
+    with pytest.raises(CommandError, match=r"llama-3.1-8b has no IQ1_S weights in the catalogue; known: Q4_K_M, "):
+        call_command("kvsize", "--model", "llama-3.1-8b", "--quant", "IQ1_S", stdout=StringIO())

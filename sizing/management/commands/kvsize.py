@@ -41,7 +41,9 @@ class Command(BaseCommand):
         parser.add_argument("-b", "--batch-size", type=int)
         parser.add_argument("--no-kv-offload", action="store_true")
         parser.add_argument("-ngl", "--gpu-layers", type=int)
-        parser.add_argument("--quant", help="catalogue models: the quantization whose file size counts as weights")
+        parser.add_argument(
+            "--quant", help="catalogue models: the quantization whose weights count (none: the fit is not judged)"
+        )
         gpu = parser.add_mutually_exclusive_group()
         gpu.add_argument("--gpu", help="a GPU id from the catalogue")
         gpu.add_argument("--gpu-mib", type=int, help="the GPU's memory in MiB")
@@ -108,12 +110,15 @@ class Command(BaseCommand):
         entry = catalogue.models().get(options["model"])
         if entry is None:
             raise CommandError(f"unknown model {options['model']!r}; known: {', '.join(sorted(catalogue.models()))}")
-        quant = options["quant"] or next(iter(entry.files), None)
-        if options["quant"] and quant not in entry.files:
-            raise CommandError(f"{entry.id} has no {quant} file size in the catalogue; known: {', '.join(entry.files)}")
-        weights = entry.files.get(quant) if quant else None
-        source = f"catalogue file size ({quant})" if weights else ""
-        return entry.metadata, weights, source, f"{entry.id}-{quant}.gguf" if quant else f"{entry.id}.gguf"
+        quant = options["quant"]
+        if not quant:  # no default: without weights the fit is not judged (the report says so)
+            return entry.metadata, None, "", f"{entry.id}.gguf"
+        figure = catalogue.weights_for(entry.id, quant)
+        if figure is None:
+            known = ", ".join(catalogue.quantizations(entry.id)) or "none"
+            raise CommandError(f"{entry.id} has no {quant} weights in the catalogue; known: {known}")
+        kind = "computed from the tensor shapes" if figure.computed else "published file size"
+        return entry.metadata, figure.bytes, f"catalogue {figure.quant}: {kind}", f"{entry.id}-{figure.quant}.gguf"
 
     def _flag_tokens(self, o: dict[str, Any]) -> list[str]:
         tokens = ["llama-server"]
