@@ -79,7 +79,7 @@ def size_page(request: HtmxHttpRequest) -> HttpResponse:
                 calibration=calibration(inputs.model.name, inputs.flags, result.plan.compute_estimate),
                 verify_url=_verify_url(result),
                 query=request.GET.urlencode(),
-                quant_links=_quant_links(request.GET, inputs),
+                quant_links=_quant_links(inputs),
             )
         elif not form.is_valid():
             status = 400
@@ -110,15 +110,23 @@ def _view(inputs: SizingInputs, result: Sizing) -> dict[str, object]:
     )
 
 
-def _quant_links(query: QueryDict, inputs: SizingInputs) -> list[tuple[str, str]]:
-    """(quantization, URL of this sizing with it) for each the catalogue has, when the weights are unknown."""
+def _quant_links(inputs: SizingInputs) -> list[tuple[str, str]]:
+    """(quantization, URL of this sizing with it) for each the catalogue has, when the weights are unknown.
+
+    Built from the values the result used (as the form shows them), not from the request's query
+    string: pressing "Size it" again gives the same links.
+    """
     if inputs.weights_bytes is not None:
         return []
+    params = QueryDict(mutable=True)
+    for name, value in inputs.effective.items():
+        if value is True:
+            params[name] = "on"
+        elif value not in (False, "", None) and name not in ("weights", "command_synced"):
+            params[name] = str(getattr(value, "pk", value))
     links = []
     for figure in inputs.quant_options:
-        params = query.copy()
         params["quant"] = figure.quant
-        params.pop("weights", None)
         links.append((figure.quant, f"{reverse('sizing')}?{params.urlencode()}"))
     return links
 
