@@ -177,6 +177,9 @@ def test_auto_slots_with_a_shared_pool_fail_all_three_requests_together(
     statuses = list(run.requests.values_list("http_status", "error_type", "error"))
     assert statuses == [(500, "context_exceeded", "Context size has been exceeded.")] * 3
     assert run.server_props["props"]["total_slots"] == 4
+    # what was sent is recorded although the server's answer does not say it
+    assert list(run.requests.values_list("prompt_tokens", flat=True)) == [300] * 3
+    assert (job.how_it_ran, job.found, job.live) == ("completed", "failed", [])
 
 
 def test_per_slot_kv_succeeds_and_client_tok_s_matches_the_server(llama_server_binary, tiny_models, worker):

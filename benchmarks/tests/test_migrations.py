@@ -19,6 +19,13 @@ def migrate(targets):
     return executor.loader.project_state(targets).apps
 
 
+@pytest.fixture(autouse=True)
+def back_to_the_latest_schema():
+    """Later tests need every migration, not the one this test stopped at."""
+    yield
+    migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+
 def test_jobs_take_their_servers_target_and_sweep_servers_leave_the_registry(tmp_path):
     apps = migrate(BEFORE)
     Server, Job = apps.get_model("benchmarks", "Server"), apps.get_model("benchmarks", "Job")
