@@ -212,7 +212,7 @@ PAGES = [
         7,
         lambda h: (
             ["context_exceeded: 1", f"{h.size - 1} / {h.size}"]
-            + [f'<td class="num">{10.0 + j}</td>' for j in range(1, h.size)]
+            + [f'<td class="num">{10.0 + j:.2f} tok/s</td>' for j in range(1, h.size)]
         ),
     ),
     # session, user; the runs; their failures by type
