@@ -73,6 +73,21 @@ class JobForm(forms.Form):
     # Asked for only when kvlab predicts that the server's pool will refuse or fail the requests.
     run_anyway = forms.BooleanField(required=False, label="run it anyway (to reproduce the failure)")
 
+    # Which prompt source each prompt field belongs to: the page shows only the chosen one's.
+    PROMPT_FIELDS = {"prompt_text": "text", "prompt_file": "file", "prompt_tokens": "synthetic"}
+
+    @property
+    def concurrency_note(self) -> str:
+        """Said when fewer requests than the concurrency are asked for: that concurrency is never reached."""
+        data = self.cleaned_data if self.is_bound and hasattr(self, "cleaned_data") else {}
+        requests, concurrency = data.get("requests"), data.get("concurrency")
+        if requests and concurrency and requests < concurrency:
+            return (
+                f"Only {requests} request{'s' if requests != 1 else ''} per repeat: at most {requests} in flight at "
+                f"once, so a concurrency of {concurrency} is never reached."
+            )
+        return ""
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         if self.errors:
