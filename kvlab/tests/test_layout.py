@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,15 @@ def test_each_concern_is_a_package_of_the_one_app():
         assert (ROOT / "benchmarks" / package / "forms.py").exists()
     flat = sorted(p.name for p in (ROOT / "benchmarks").glob("*.py"))
     assert flat == ["__init__.py", "admin.py", "apps.py", "tasks.py", "urls.py"]
+
+
+TEMPLATES = sorted((ROOT / "templates").rglob("*.html"))
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_templates_hold_no_inline_script_or_style(path):
+    """Code and styles live in static/ (a strict CSP can forbid inline ones); data may be JSON."""
+    html = path.read_text()
+    scripts = re.findall(r"<script\b([^>]*)>", html)
+    assert [s for s in scripts if "src=" not in s and 'type="application/json"' not in s] == []
+    assert "<style" not in html and not re.search(r"\sstyle=", html)
