@@ -42,7 +42,7 @@ def test_the_page_without_inputs_asks_for_a_model(client):
 def test_the_demo_original_is_predicted_to_overflow_the_shared_pool(client):
     page = text(client.get(reverse("sizing"), DEMO_QUERY))
     assert "4 (automatic: no -np)" in page
-    assert "one unified pool of 16384 cells shared by all slots" in page
+    assert "one unified pool of 16,384 cells shared by all slots" in page
     assert "163,840 B (0.16 MiB)" in page  # KV per token, f16
     assert "need 18,300 cells; the unified pool has 16,384" in page
     assert "HTTP 500 &#x27;Context size has been exceeded&#x27;" in page
