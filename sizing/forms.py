@@ -111,8 +111,9 @@ def catalogue_figures(model_id: str) -> list[WeightsFigure]:
 
 
 def weights_source_label(figure: WeightsFigure) -> str:
-    how = "computed exactly from the tensor shapes" if figure.computed else "a published GGUF's file size"
-    return f"catalogue {figure.quant}: {how} — {figure.source}"
+    if figure.computed:  # the source already says how: "computed from the tensor shapes (...)"
+        return f"catalogue {figure.quant}: {figure.source}"
+    return f"catalogue {figure.quant}: a published GGUF's file size — {figure.source}"
 
 
 class SizingForm(forms.Form):
