@@ -1,10 +1,15 @@
 """End-to-end journeys through the real UI on the running stack.
 
 The web app (pytest-django's live server), a real Celery worker process on a real Redis,
-a real tiny llama-server, and Debian's Chromium driven by Playwright: a staff user logs
-in, imports the demo file, filters the runs, registers the llama-server, benchmarks it
-and follows the job live, sizes the investigation's configuration and shares a snapshot
-that an anonymous browser opens, and draws the timeline and compare charts. Every step
+real tiny llama-servers, and Debian's Chromium driven by Playwright: a staff user logs
+in, imports the demo file, filters the runs, registers a llama-server with per-slot
+caches, benchmarks it and follows the job live; reproduces the investigation's failure
+from the form on a second server whose slots share one pool (the form warns first,
+the job completes and finds every request failed with HTTP 500); sizes the
+investigation's deployment on a 16 GB GPU, learning that the fit cannot be judged
+until the weights are known, then that the original flags neither hold the workload
+nor fit beside the Q4_K_M weights; shares a snapshot that an anonymous browser opens
+looking like the page; and draws the timeline and compare charts. Every step
 is done by typing and clicking, as a user would; each one checks that the browser saw no
 console error, page error, failed request or HTTP error, and leaves a screenshot under
 var/screenshots/e2e-<step>.png.
@@ -37,6 +42,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.llama_server, pytest.mark.django_
 USERNAME = "e2e-staff"
 PASSWORD = "a-long-e2e-password"
 LLAMA_FLAGS = ["-c", "2048", "-np", "3", "--no-kv-unified"]
+SHARED_FLAGS = ["-c", "1024"]  # no -np: 4 slots sharing one pool of 1,024 cells, the investigation's mistake
 JOB_TIMEOUT_MS = 50_000  # the job's whole life, from the redirect to "succeeded" (within the 60 s per call)
 # kvsize's workload line for the investigation's original configuration (README, "Sizing").
 SIZING_VERDICT = "need 18,300 cells; the unified pool has 16,384"
@@ -45,6 +51,12 @@ SIZING_VERDICT = "need 18,300 cells; the unified pool has 16,384"
 @pytest.fixture
 def tiny_server(llama_server_binary: Path, tiny_models: dict[str, Path]) -> Iterator[str]:
     with live_llama_server(llama_server_binary, tiny_models["llama"], LLAMA_FLAGS) as url:
+        yield url
+
+
+@pytest.fixture
+def shared_server(llama_server_binary: Path, tiny_models: dict[str, Path]) -> Iterator[str]:
+    with live_llama_server(llama_server_binary, tiny_models["llama"], SHARED_FLAGS) as url:
         yield url
 
 
@@ -116,6 +128,7 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
     live_server: Any,
     staff: User,
     tiny_server: str,
+    shared_server: str,
     tiny_models: dict[str, Path],
     worker: Any,  # noqa: F811
 ) -> None:
@@ -184,6 +197,7 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
         expect(dd(page, "model")).to_have_text(str(tiny_models["llama"]))
         expect(dd(page, "slots")).to_have_text("3")
         expect(dd(page, "context per slot")).to_have_text("768")  # 2048 / 3 slots, padded to 256
+        expect(dd(page, "KV pool")).to_contain_text("3 slots × 768 cells each")
         expect(dd(page, "launch command")).to_have_text(launch)
 
     journey.do(register)
@@ -220,11 +234,12 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
 
         page.on("response", on_response)
         try:
-            expect(page.locator("#progress .state-succeeded")).to_have_text("succeeded", timeout=JOB_TIMEOUT_MS)
+            expect(page.locator("#progress .state-succeeded")).to_have_text("completed", timeout=JOB_TIMEOUT_MS)
         finally:
             page.remove_listener("response", on_response)
         expect(page.locator("#progress")).to_contain_text("3 of 3 done, 0 failed, 0 running; 90 tokens generated.")
         expect(page.locator("#progress progress")).to_have_attribute("value", "3")
+        expect(page.locator("#progress strong.found")).to_have_text("all requests ok")
         expect(page.locator("#progress button", has_text="Cancel")).to_have_count(0)  # finished: no Cancel
 
     journey.do(follow)
@@ -245,29 +260,88 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
     assert (run.source, run.n_ok, run.n_requests, run.label) == ("executed", 3, 3, "e2e")
     journey.checkpoint("4b-run")
 
-    # 5. Size the investigation's original configuration, share a snapshot, open it anonymously.
+    # 4c. Reproduce the investigation's failure from the form: a server whose 4 slots share one pool.
+    shared_launch = "llama-server -m tiny-llama.gguf " + " ".join(SHARED_FLAGS)
+    journey.tab.open("/servers/new/")
+
+    def register_shared(page: Page) -> None:
+        page.get_by_label("Name").fill("tiny-shared")
+        page.get_by_label("base URL").fill(shared_server)
+        page.get_by_label("Launch command").fill(shared_launch)
+        page.get_by_role("button", name="Save and probe").click()
+        page.wait_for_url(re.compile(r"/servers/\d+/$"))
+        expect(dd(page, "KV pool")).to_contain_text("4 slots sharing one pool of 1,024 cells")
+
+    journey.do(register_shared)
+    shared = Server.objects.get(name="tiny-shared")
+
+    def warned_then_run_anyway(page: Page) -> None:
+        page.get_by_role("link", name="Benchmark this server").click()
+        page.wait_for_url(f"**/jobs/new/?server={shared.pk}")
+        page.get_by_label("Label").fill("shared-x3")
+        page.select_option("select[name=prompt_source]", "synthetic")
+        page.get_by_label("Prompt tokens").fill("300")
+        page.get_by_label("output tokens per request").fill("300")
+        page.get_by_label("Concurrency").fill("3")
+        page.get_by_label("Requests").fill("3")
+        page.get_by_role("button", name="Submit the job").click()
+        warning = page.locator("#pool-warning")
+        expect(warning).to_contain_text("4 slots sharing one pool of 1,024 cells")
+        expect(warning).to_contain_text("Context size has been exceeded")
+        page.get_by_label("run it anyway (to reproduce the failure)").check()
+        page.get_by_role("button", name="Submit the job").click()
+        page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+        expect(page.locator("#progress .state-succeeded")).to_have_text("completed", timeout=JOB_TIMEOUT_MS)
+        expect(page.locator("#progress strong.found.outcome-failed")).to_have_text("all failed")
+        expect(page.locator("#progress")).to_contain_text("3 of 3 done, 3 failed")
+
+    journey.do(warned_then_run_anyway)
+    failed_job = Job.objects.get(label="shared-x3")
+    assert Job.objects.count() == 2, "the warning submitted nothing until 'run it anyway' was ticked"
+    failed_run = Run.objects.get(job=failed_job)
+    assert (failed_run.n_ok, failed_run.n_requests, failed_run.outcome) == (0, 3, "failed")
+    assert set(failed_run.requests.values_list("http_status", "error_type")) == {(500, "context_exceeded")}
+    journey.checkpoint("4c-failure-reproduced")
+
+    # 5. Size the investigation's deployment on a 16 GB GPU, share a snapshot, open it anonymously.
     journey.tab.open("/sizing/")
 
-    def size_it(page: Page) -> str:
+    def size_it(page: Page) -> None:
         page.select_option("#sizing-form select[name=model]", "devstral-small-2-24b")
+        page.select_option("#sizing-form select[name=gpu]", "rtx-5060-ti-16gb")
         page.get_by_label("-c (context)").fill("16384")
         page.get_by_label("p95 prompt tokens").fill("4362")
         page.get_by_label("p95 output tokens").fill("1738")
         page.get_by_label("concurrent requests").fill("3")
         page.get_by_role("button", name="Size it").click()
         page.wait_for_url(re.compile(r"concurrency=3"))
+        expect(page.locator("#results .prediction")).to_contain_text(SIZING_VERDICT)
+        # No weights yet: no "fits", nothing ranked as fitting, and a way to give them.
+        expect(page.locator("#results")).to_contain_text("cannot judge the fit without the weights")
+        expect(page.locator("#results")).not_to_contain_text("Each fits")
+        page.wait_for_load_state("networkidle")  # no htmx request left in flight before the next click
+        page.locator("#results .needs").get_by_role("link", name="Q4_K_M", exact=True).click()
+        page.wait_for_url(re.compile(r"quant=Q4_K_M"))
         verdict = page.locator("#results .prediction")
         expect(verdict).to_contain_text(SIZING_VERDICT)
         expect(verdict).to_contain_text("Will fail:")
-        expect(dd(page, "context")).to_contain_text("one unified pool of 16384 cells shared by all slots")
+        expect(dd(page, "context")).to_contain_text("one unified pool of 16,384 cells shared by all slots")
         expect(dd(page, "KV total")).to_contain_text("2,684,354,560 B (2,560.00 MiB)")
-        page.wait_for_load_state("networkidle")  # no htmx request left in flight before the next click
-        return verdict.inner_text()
+        expect(dd(page, "weights")).to_contain_text("14,326,026,240 B (13,662.36 MiB)")
+        expect(dd(page, "on the GPU")).to_contain_text("does not fit")  # f16 KV beside the Q4_K_M weights
+        expect(page.locator("#results")).to_contain_text("Each fits, starts, and cannot overflow")
+        # The first recommendation is the investigation's answer: q8_0 KV on the GPU.
+        expect(page.locator("#results code").filter(has_text="-ctk q8_0 -ctv q8_0").first).to_be_visible()
+        page.wait_for_load_state("networkidle")
 
-    verdict = journey.do(size_it)
+    journey.do(size_it)
+    verdict = journey.do(lambda page: page.locator("#results .prediction").inner_text())
     query = journey.query()
-    assert {k: query.get(k) for k in ("model", "ctx_size", "prompt_tokens", "output_tokens", "concurrency")} == {
+    wanted = ("model", "quant", "gpu", "ctx_size", "prompt_tokens", "output_tokens", "concurrency")
+    assert {k: query.get(k) for k in wanted} == {
         "model": ["devstral-small-2-24b"],
+        "quant": ["Q4_K_M"],
+        "gpu": ["rtx-5060-ti-16gb"],
         "ctx_size": ["16384"],
         "prompt_tokens": ["4362"],
         "output_tokens": ["1738"],
@@ -295,10 +369,13 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
             expect(page.locator("header .user")).to_contain_text("log in")
             expect(page.locator("header .user")).not_to_contain_text(USERNAME)
             expect(page.locator(".prediction")).to_contain_text(SIZING_VERDICT)
-            expect(dd(page, "slots")).to_have_text("4, one unified pool of 16384 cells")
-            expect(dd(page, "KV total")).to_have_text("2684354560 bytes")
-            expect(dd(page, "KV per token")).to_have_text("163840 bytes")
-            expect(page.locator("pre.report")).to_contain_text(SIZING_VERDICT)
+            # It looks like the page: the same tables, units and recommendations.
+            expect(dd(page, "slots")).to_have_text("4 (automatic: no -np)")
+            expect(dd(page, "context")).to_contain_text("one unified pool of 16,384 cells shared by all slots")
+            expect(dd(page, "KV total")).to_have_text("2,684,354,560 B (2,560.00 MiB)")
+            expect(dd(page, "KV per token")).to_have_text("163,840 B (0.16 MiB)")
+            expect(dd(page, "on the GPU")).to_contain_text("does not fit")
+            expect(page.locator("code").filter(has_text="-ctk q8_0 -ctv q8_0").first).to_be_visible()
             return page.locator(".prediction").inner_text()
 
         shared_verdict = anonymous.do(read_snapshot)
@@ -314,8 +391,9 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
     journey.tab.wait_for_plot("#timeline-figure-plot")
     traces = journey.tab.traces("#timeline-figure-plot")
     assert {pk for t in traces for pk in t["customdata"]} == set(Run.objects.values_list("pk", flat=True))
-    assert Run.objects.count() == 7  # the demo's 6 and the job's
-    assert {"original", "C2", "C3P", "e2e"} <= {t["name"] for t in traces}
+    assert Run.objects.count() == 8  # the demo's 6 and the two jobs'
+
+    assert {"original", "C2", "C3P", "e2e", "shared-x3"} <= {t["name"] for t in traces}
     journey.checkpoint("6a-timeline")
 
     journey.tab.open("/runs/")
@@ -423,6 +501,37 @@ def test_a_filter_changed_while_the_previous_one_loads_is_kept(
         tab.do(change_two_filters)
         tab.do(lambda page: expect(page.get_by_label("to", exact=True)).to_have_value("2026-09-19", timeout=2000))
         assert tab.query().get("date_to") == ["2026-09-19"], tab.query()
+        tab.assert_no_errors()
+    finally:
+        tab.close()
+
+
+def test_sizing_fields_typed_while_an_earlier_answer_loads_are_kept(
+    browser: Any,  # noqa: F811
+    live_server: Any,
+) -> None:
+    """The journey found it: the answer to the GPU choice, arriving after -c was typed, put -c back to blank."""
+    tab = Tab(browser, live_server.url)
+    held: list[Any] = []  # the answer to the GPU choice, held back: a slow server
+
+    def type_while_it_loads(page: Page) -> None:
+        page.select_option("#sizing-form select[name=model]", "devstral-small-2-24b")
+        page.wait_for_load_state("networkidle")
+        page.route(re.compile(r"/sizing/\?.*ctx_size=&.*gpu=rtx-5060-ti-16gb"), lambda route: held.append(route))
+        page.select_option("#sizing-form select[name=gpu]", "rtx-5060-ti-16gb")
+        while not held:
+            page.wait_for_timeout(20)
+        page.get_by_label("-c (context)").fill("16384")  # while the GPU's answer is in flight
+        page.get_by_label("-c (context)").press("Tab")
+        held[0].continue_()
+        page.wait_for_load_state("networkidle")
+        page.wait_for_timeout(500)  # any queued request has gone out and come back
+
+    try:
+        tab.open("/sizing/")
+        tab.do(type_while_it_loads)
+        tab.do(lambda page: expect(page.get_by_label("-c (context)")).to_have_value("16384", timeout=2000))
+        tab.do(lambda page: expect(dd(page, "context")).to_contain_text("n_ctx 16,384"))
         tab.assert_no_errors()
     finally:
         tab.close()
