@@ -10,7 +10,7 @@ it is 1,024 cells each. /props cannot tell which; the launch command can
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from sizing.cmdline import parse_command
 from sizing.kv import AUTO_PARALLEL, KVLayout, ServerFlags, pad256
@@ -117,5 +117,5 @@ def job_warning(pool: Pool, prompt_tokens: int, n_predict: int, concurrency: int
     return JobWarning(prediction.outcome, prediction.message, certain=True)
 
 
-def _positive(value: Any) -> bool:
+def _positive(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
