@@ -5,6 +5,7 @@ shared snapshot both render through the same template partial), and a plain-text
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from .cmdline import ArgNote, to_command
@@ -133,19 +134,7 @@ def page_view(
             "kv_bytes": layout.kv_bytes,
             "errors": list(layout.errors),
             "warnings": list(layout.warnings),
-            "caches": [
-                {
-                    "name": c.name,
-                    "cells": c.cells,
-                    "streams": c.streams,
-                    "layers": c.layers,
-                    "type_k": c.type_k,
-                    "type_v": c.type_v,
-                    "k_bytes": c.k_bytes,
-                    "v_bytes": c.v_bytes,
-                }
-                for c in layout.caches
-            ],
+            "caches": [asdict(c) for c in layout.caches],
             "recurrent": None
             if layout.recurrent is None
             else {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .hparams import ModelParams
@@ -132,19 +132,7 @@ def as_json(s: Sizing) -> dict[str, Any]:
         "n_parallel": layout.n_parallel,
         "kv_unified": layout.kv_unified,
         "flash_attn": layout.flash_attn,
-        "caches": [
-            {
-                "name": c.name,
-                "cells": c.cells,
-                "streams": c.streams,
-                "layers": c.layers,
-                "type_k": c.type_k,
-                "type_v": c.type_v,
-                "k_bytes": c.k_bytes,
-                "v_bytes": c.v_bytes,
-            }
-            for c in layout.caches
-        ],
+        "caches": [asdict(c) for c in layout.caches],
         "recurrent_bytes": layout.recurrent_bytes,
         "kv_bytes": layout.kv_bytes,
         "bytes_per_token": layout.bytes_per_token,

@@ -3,17 +3,12 @@ shows, and it says when fewer requests than the concurrency are asked for (issue
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 from django.contrib.auth.models import User
 from django.urls import reverse
 from playwright.sync_api import Page, expect
 
 from benchmarks.models import Server
-
-from .test_browser_charts import Tab, browser  # noqa: F401  (the session's Chromium)
 
 NOTE = "Only 1 request per repeat: at most 1 in flight at once, so a concurrency of 3 is never reached."
 
@@ -34,15 +29,6 @@ def test_a_submitted_form_says_when_requests_are_fewer_than_the_concurrency(user
     assert page.status_code == 400 and NOTE in page.content.decode()  # the form's own error, and the note
     page = user_client.post(reverse("job-new"), {**form, "requests": 3, "concurrency": 3, "repeats": 1})
     assert "is never reached" not in page.content.decode()
-
-
-@pytest.fixture
-def tab(browser: Any, live_server: Any) -> Iterator[Tab]:  # noqa: F811
-    tab = Tab(browser, live_server.url)
-    try:
-        yield tab
-    finally:
-        tab.close()
 
 
 @pytest.mark.browser

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
@@ -16,19 +14,10 @@ from benchmarks.jobs import execution
 from benchmarks.jobs.lifecycle import submit_job
 from benchmarks.models import Job, Server
 
-from .test_browser_charts import Tab, browser  # noqa: F401  (the session's Chromium)
+from .test_browser_charts import Tab  # the browser and tab fixtures come from the root conftest.py
 from .test_truth_jobs import PacedServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def tab(browser: Any, live_server: Any) -> Iterator[Tab]:  # noqa: F811
-    tab = Tab(browser, live_server.url)
-    try:
-        yield tab
-    finally:
-        tab.close()
 
 
 def tokens_of(page: Page) -> list[int]:

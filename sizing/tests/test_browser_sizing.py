@@ -8,7 +8,6 @@ var/screenshots/sizing-*.png.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -20,7 +19,7 @@ from playwright.sync_api import Page, expect
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import Run
 from benchmarks.tests.conftest import DEMO_PATH
-from benchmarks.tests.test_browser_charts import Tab, browser  # noqa: F401  (the session's Chromium)
+from benchmarks.tests.test_browser_charts import Tab  # the browser and tab fixtures come from the root conftest.py
 from sizing.models import SizingSnapshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -34,15 +33,6 @@ DEVSTRAL_16GB = {
     "concurrency": 3,
 }
 PUBLISHED = "llama-server --model devstral.gguf --ctx-size 12288 --slots 1 -ctk q8_0 -ctv q8_0"
-
-
-@pytest.fixture
-def tab(browser: Any, live_server: Any) -> Iterator[Tab]:  # noqa: F811
-    tab = Tab(browser, live_server.url)
-    try:
-        yield tab
-    finally:
-        tab.close()
 
 
 def dd(page: Page, term: str) -> Any:
