@@ -15,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from aiohttp import web
 from django.core.management import CommandError, call_command
+from django.db import connections
 from django.urls import reverse
 
 from benchmarks.jobs import execution
@@ -335,7 +336,15 @@ def test_sweep_wait_exits_non_zero_when_requests_failed(monkeypatch, tmp_path):
 
 
 def run_in_background(job: Job) -> threading.Thread:
-    thread = threading.Thread(target=execution.execute_job, args=(job.pk, "test"), daemon=True)
+    """execute_job on a thread of its own, as a worker runs it; the thread closes its database connection."""
+
+    def work() -> None:
+        try:
+            execution.execute_job(job.pk, "test")
+        finally:
+            connections.close_all()  # this thread's own connections: none may be left open
+
+    thread = threading.Thread(target=work, daemon=True)
     thread.start()
     return thread
 

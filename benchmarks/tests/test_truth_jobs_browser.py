@@ -5,17 +5,15 @@ and ends on how the job ran and what it found. Saved as var/screenshots/job-live
 from __future__ import annotations
 
 import re
-import threading
 
 import pytest
 from playwright.sync_api import Page, expect
 
-from benchmarks.jobs import execution
 from benchmarks.jobs.lifecycle import submit_job
 from benchmarks.models import Job, Server
 
 from .test_browser_charts import Tab  # the browser and tab fixtures come from the root conftest.py
-from .test_truth_jobs import PacedServer
+from .test_truth_jobs import PacedServer, run_in_background
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -35,8 +33,7 @@ def test_the_job_page_shows_each_request_as_it_streams(tab: Tab, settings, monke
         tab.open(f"/jobs/{job.pk}/")
         tab.do(lambda page: expect(page.locator("#progress")).to_contain_text("0 of 3 done"))  # never "0 of 0"
         tab.evaluate("window.__marker = 'live'")
-        worker = threading.Thread(target=execution.execute_job, args=(job.pk, "test"), daemon=True)
-        worker.start()
+        worker = run_in_background(job)
         try:
 
             def streaming(page: Page) -> tuple[list[int], list[int], str]:
