@@ -2,10 +2,14 @@
 
 Each builder takes the rows one query returned and gives {"data": [...], "layout":
 {...}} for Plotly.newPlot, plus the flat rows the CSV/JSON download offers.
+
+Plotly reads trace names, tick labels, hover text and annotations as HTML (<b>, <a href>):
+every piece of user text (labels, models, run keys, flags, builds) passes through `literal()`.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -62,13 +66,20 @@ def group_name(row: Mapping[str, Any], grouping: str) -> str:
     return str(row.get(field) or "(none)")
 
 
+def literal(value: object) -> str:
+    """User text as Plotly shows it literally: &lt; is drawn as "<", never read as a tag."""
+    return html.escape(str(value), quote=False)
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else float(f"{value:.4g}")
 
 
 def _describe_change(before: Mapping[str, Any], after: Mapping[str, Any], fields: Sequence[str]) -> str:
     return "; ".join(
-        f"{series.FIELD_NAMES[f]}: {before.get(f)} → {after.get(f)}" for f in fields if before.get(f) != after.get(f)
+        f"{series.FIELD_NAMES[f]}: {literal(before.get(f))} → {literal(after.get(f))}"
+        for f in fields
+        if before.get(f) != after.get(f)
     )
 
 
@@ -144,7 +155,7 @@ def timeline_by_model(
         if len(shown) > 1:
             annotations.append(
                 {
-                    "text": f"<b>{model}</b>",
+                    "text": f"<b>{literal(model)}</b>",
                     "xref": "paper",
                     "yref": f"y{axis} domain",
                     "x": 0,
@@ -172,7 +183,8 @@ def _timeline_traces(
     traces: list[dict[str, Any]] = []
     fail_x, fail_ids, fail_text = [], [], []
     change: dict[str, tuple[list[Any], ...]] = {"configuration": ([], [], [], []), "workload": ([], [], [], [])}
-    for name, points in groups.items():
+    for group, points in groups.items():
+        name = literal(group)
         xs, ys, ids, outcomes, config_index = [], [], [], [], []
         configs: dict[str, int] = {}
         previous = None
@@ -180,7 +192,7 @@ def _timeline_traces(
             failed = outcome_of(row["n_ok"], row["n_requests"]) == FAILED
             value = None if failed else _round(row["value"])
             when = _when(row["started_at"])
-            config = f"{series.flags_label(row)} · {series.workload_label(row)}"
+            config = literal(f"{series.flags_label(row)} · {series.workload_label(row)}")
             xs.append(when)
             ys.append(value)
             ids.append(row["pk"])
@@ -189,7 +201,7 @@ def _timeline_traces(
             if failed:
                 fail_x.append(when)
                 fail_ids.append(row["pk"])
-                fail_text.append(f"{name}: {row['key']} failed, 0/{row['n_requests']} ok")
+                fail_text.append(f"{name}: {literal(row['key'])} failed, 0/{row['n_requests']} ok")
             for kind, fields in (("configuration", CHANGE_FIELDS), ("workload", series.WORKLOAD_FIELDS)):
                 if previous is not None and series.key(previous, fields) != series.key(row, fields):
                     cx, cy, cids, ctext = change[kind]
@@ -258,7 +270,7 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
     "not recorded" (no axes of arbitrary ticks), a missing bar says why (failed, not
     recorded), and a 0 % success rate is a red mark at zero with its count.
     """
-    names = [f"{r['label'] or r['key']} ({r['key']})" for r in runs]
+    names = [literal(f"{r['label'] or r['key']} ({r['key']})") for r in runs]
     failed = [outcome_of(r["n_ok"], r["n_requests"]) == FAILED for r in runs]
     traces: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
@@ -493,18 +505,19 @@ def load_curve(drawn: Sequence[Curve]) -> dict[str, Any]:
         }
         top -= height + gap
         for n, curve in enumerate(drawn):
+            name = literal(curve.name)
             traces.append(
                 {
                     "type": "scatter",
                     "mode": "lines+markers",
-                    "name": curve.name,
-                    "legendgroup": curve.name,
+                    "name": name,
+                    "legendgroup": name,
                     "showlegend": i == 1,
                     "x": curve.levels,
                     "y": [_round(p[column]) for p in curve.points],
                     "yaxis": axis,
                     "line": {"color": COLORS[n % len(COLORS)]},
-                    "hovertemplate": f"concurrency %{{x}}<br>{title}: %{{y}}<extra>{curve.name}</extra>",
+                    "hovertemplate": f"concurrency %{{x}}<br>{title}: %{{y}}<extra>{name}</extra>",
                 }
             )
         if not recorded[i - 1]:
@@ -513,18 +526,19 @@ def load_curve(drawn: Sequence[Curve]) -> dict[str, Any]:
     for n, curve in enumerate(drawn):
         if curve.knee is not None:
             at = curve.levels.index(curve.knee)
+            name = literal(curve.name)
             traces.append(
                 {
                     "type": "scatter",
                     "mode": "markers",
-                    "name": f"knee: {curve.name}",
-                    "legendgroup": curve.name,
+                    "name": f"knee: {name}",
+                    "legendgroup": name,
                     "showlegend": False,
                     "x": [curve.knee],
                     "y": [_round(curve.points[at]["throughput"])],
                     "yaxis": "y",
                     "marker": {"symbol": "star", "size": 16, "color": COLORS[n % len(COLORS)]},
-                    "hovertemplate": f"{curve.name}<br>throughput stops growing after %{{x}}<extra></extra>",
+                    "hovertemplate": f"{name}<br>throughput stops growing after %{{x}}<extra></extra>",
                 }
             )
     failed = [(c, x) for c in drawn for x in c.failed_levels]
@@ -536,7 +550,7 @@ def load_curve(drawn: Sequence[Curve]) -> dict[str, Any]:
                     [x for _, x in failed],
                     [0] * len(failed),
                     [None] * len(failed),
-                    [f"{c.name}: every run at concurrency {x} failed" for c, x in failed],
+                    [f"{literal(c.name)}: every run at concurrency {x} failed" for c, x in failed],
                     "x",
                     FAIL_COLOR,
                 ),

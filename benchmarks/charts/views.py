@@ -69,6 +69,19 @@ def _render(request: HtmxHttpRequest, template: str, context: dict[str, Any], st
     return render(request, partial, context, status=status)
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may run as a formula
+
+
+def csv_safe(value: Any) -> Any:
+    """A cell a spreadsheet shows as text, never runs: text that could start a formula gets a leading quote.
+
+    Only text: a number (a negative one too) stays a number.
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _download(request: HtmxHttpRequest, rows: list[dict[str, Any]], name: str) -> HttpResponse | None:
     fmt = request.GET.get("format")
     if fmt == "json":
@@ -78,7 +91,7 @@ def _download(request: HtmxHttpRequest, rows: list[dict[str, Any]], name: str) -
         if rows:
             writer = csv.DictWriter(out, fieldnames=list(rows[0]))
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows({k: csv_safe(v) for k, v in row.items()} for row in rows)
         response = HttpResponse(out.getvalue(), content_type="text/csv")
     else:
         return None

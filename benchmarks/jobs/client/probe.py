@@ -12,6 +12,8 @@ from .stream import session_for
 from .target import Target
 
 PROBE_TIMEOUT_S = 5.0
+TOKENIZE_TIMEOUT_S = 30.0  # each /tokenize call, unless the caller gives its own: no request waits forever
+SYNTHETIC_TIMEOUT_S = 300.0  # each /tokenize call building a synthetic prompt (up to 1M tokens)
 MAX_PROBE_BYTES = 4 * 1024 * 1024
 MAX_TOKENIZE_BYTES = 32 * 1024 * 1024  # a 1,048,576-token synthetic prompt's ids, with room
 SYNTHETIC_TEXT = "The quick brown fox jumps over the lazy dog while the benchmark measures every token it reads. "
@@ -92,10 +94,15 @@ async def _token_ids(session: aiohttp.ClientSession, target: Target, text: str, 
 async def tokenize_async(
     target: Target, texts: list[str], api_key: str = "", timeout_s: float | None = None
 ) -> list[int]:
-    """Token counts of texts as /completion will see them (add_special: true); within timeout_s in all."""
-    timeout = aiohttp.ClientTimeout(total=timeout_s, sock_connect=10) if timeout_s else None
-    async with session_for(target, limit=4, api_key=api_key, timeout=timeout) as session:
-        return [len(await _token_ids(session, target, text, add_special=True)) for text in texts]
+    """Token counts of texts as /completion will see them (add_special: true); each call within timeout_s
+    (TOKENIZE_TIMEOUT_S by default). A server that does not answer in time is a ProbeError."""
+    limit_s = timeout_s or TOKENIZE_TIMEOUT_S
+    timeout = aiohttp.ClientTimeout(total=limit_s, sock_connect=min(10, limit_s))
+    try:
+        async with session_for(target, limit=4, api_key=api_key, timeout=timeout) as session:
+            return [len(await _token_ids(session, target, text, add_special=True)) for text in texts]
+    except TimeoutError:
+        raise ProbeError(f"/tokenize: no answer within {limit_s:g} s") from None
 
 
 def tokenize(target: Target, texts: list[str], api_key: str = "", timeout_s: float | None = None) -> list[int]:
@@ -105,7 +112,8 @@ def tokenize(target: Target, texts: list[str], api_key: str = "", timeout_s: flo
 async def synthetic_prompt_async(target: Target, n_tokens: int, api_key: str = "") -> list[int]:
     """Exactly n_tokens token ids from the server's own tokenizer, to be sent as given (no BOS added)."""
     text = SYNTHETIC_TEXT
-    async with session_for(target, limit=1, api_key=api_key) as session:
+    timeout = aiohttp.ClientTimeout(total=SYNTHETIC_TIMEOUT_S, sock_connect=10)
+    async with session_for(target, limit=1, api_key=api_key, timeout=timeout) as session:
         while True:
             ids = await _token_ids(session, target, text, add_special=False)
             if not ids:
