@@ -40,6 +40,39 @@ WEIGHT_UNITS = {"b": 1, "bytes": 1, "kib": 1024, "mib": 1024**2, "gib": GiB, "kb
 DEFAULT_FIELDS = {"type_k": "f16", "type_v": "f16", "flash_attn": "auto", "n_ubatch": 512, "prefer": "throughput"}
 
 
+def parse_pasted_metadata(text: str) -> dict[str, Any]:
+    """The pasted GGUF metadata as a dict, or a ValidationError that says what is wrong with it."""
+    try:
+        metadata = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise forms.ValidationError(f"The metadata is not JSON: {exc.msg} at line {exc.lineno}.") from None
+    except RecursionError:
+        raise forms.ValidationError("The metadata is nested too deeply to be GGUF metadata.") from None
+    except ValueError:  # an integer beyond Python's conversion limit (4,300 digits)
+        raise forms.ValidationError("The metadata holds a number with too many digits.") from None
+    if not isinstance(metadata, dict):
+        raise forms.ValidationError("The metadata must be a JSON object of GGUF keys and values.")
+    if _holds_nul(metadata):
+        raise forms.ValidationError("The metadata holds a NUL character (\\u0000), which no GGUF name or value has.")
+    return metadata
+
+
+def _holds_nul(value: object) -> bool:
+    """Whether a key or string anywhere in a JSON value holds a NUL (iterative: JSON nests deep)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\0" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
 def parse_weights_size(text: str) -> int:
     """Bytes from "13.35 GiB", "14,333,922,848", "14333922848 B", "14.3 GB"; a bare small number is GiB."""
     match = re.fullmatch(r"\s*([\d,_]*\.?\d+)\s*([A-Za-z]*)\s*", text)
@@ -135,7 +168,7 @@ class SizingForm(forms.Form):
         label="or the weights' size (GiB, or bytes)",
         widget=forms.TextInput(attrs={"placeholder": "13.35 GiB"}),
     )
-    gguf = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    gguf = forms.CharField(required=False, max_length=16, widget=forms.HiddenInput)  # a GgufHead's token
     params = forms.CharField(
         required=False,
         max_length=MAX_PARAMS_CHARS,
@@ -292,12 +325,7 @@ class SizingForm(forms.Form):
         if source == "params":
             if not data.get("params"):
                 raise forms.ValidationError("Paste the model's GGUF metadata as a JSON object.")
-            try:
-                metadata = json.loads(data["params"])
-            except json.JSONDecodeError as exc:
-                raise forms.ValidationError(f"The metadata is not JSON: {exc.msg} at line {exc.lineno}.") from None
-            if not isinstance(metadata, dict):
-                raise forms.ValidationError("The metadata must be a JSON object of GGUF keys and values.")
+            metadata = parse_pasted_metadata(data["params"])
             model = model_params(metadata)
             return model, model.name, "MODEL.gguf", ""
         if not data.get("model"):
@@ -311,7 +339,7 @@ class SizingForm(forms.Form):
         if not data.get("gguf"):
             raise forms.ValidationError("Upload a GGUF file's head first.")
         if not hasattr(self, "_gguf_head"):
-            self._gguf_head = GgufHead.objects.filter(pk=data["gguf"]).first()
+            self._gguf_head = GgufHead.objects.filter(token=data["gguf"]).first()
         if self._gguf_head is None:
             raise forms.ValidationError("That uploaded GGUF head no longer exists; upload it again.")
         return self._gguf_head

@@ -171,6 +171,8 @@ def model_params(metadata: Mapping[str, Any]) -> ModelParams:
         for item in items:
             if isinstance(item, bool) or not isinstance(item, int) or item < 0:
                 raise ModelSpecError(f"{_key(arch, name)} must hold non-negative integers, got {item!r}")
+            if item > 1 << 31:
+                raise ModelSpecError(f"{_key(arch, name)} is implausibly large: {item}")
         return tuple(items)
 
     n_head = per_layer("attention.head_count", 0)

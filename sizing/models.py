@@ -15,6 +15,9 @@ def new_slug() -> str:
 class GgufHead(models.Model):
     """The metadata of an uploaded GGUF head (never its tensor data)."""
 
+    # URLs name a head by this token, never by its sequential id: heads are readable by anyone
+    # who has the link, so the link must not be guessable.
+    token = models.CharField(max_length=16, unique=True, default=new_slug)
     filename = models.CharField(max_length=255)
     sha256 = models.CharField(max_length=64)
     size_bytes = models.PositiveBigIntegerField(help_text="bytes of the head that were uploaded")

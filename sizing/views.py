@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import re
 import statistics
 from urllib.parse import urlencode
@@ -32,6 +33,8 @@ from .models import GgufHead, SizingSnapshot
 from .recommend import RANKING
 from .render import page_view, text_report
 from .report import Sizing, as_json, check_record
+
+MAX_STORED_METADATA = 1 << 20  # bytes of JSON: what sizing reads of a head is far less
 
 
 def _normalized(name: str) -> str:
@@ -165,28 +168,31 @@ def upload_gguf_checked(request: HtmxHttpRequest) -> HttpResponse:
         model_params(head.metadata)
     except (GGUFError, ModelSpecError) as exc:
         return _size_error(request, f"{upload.name}: {exc}")
+    metadata = head.metadata_without_vocab()
+    if len(json.dumps(metadata)) > MAX_STORED_METADATA:
+        return _size_error(request, f"{upload.name}: its metadata (without the tokenizer) is over 1 MiB")
     stored = GgufHead.objects.create(
-        filename=upload.name[:255],
+        filename=upload.name.replace("\0", "")[:255],
         sha256=hashlib.sha256(data).hexdigest(),
         size_bytes=len(data),
-        metadata=head.metadata_without_vocab(),
+        metadata=metadata,
         weights_bytes=head.weights_bytes,
         n_tensors=len(head.tensors),
         uploaded_by=request.user,
     )
-    return redirect(f"{reverse('sizing')}?{_with_head(request.POST.get('query', ''), stored.pk)}")
+    return redirect(f"{reverse('sizing')}?{_with_head(request.POST.get('query', ''), stored.token)}")
 
 
 # What describes the previous model; the flags, command, GPU and workload stay.
 _MODEL_FIELDS = ("source", "gguf", "model", "quant", "params", "weights")
 
 
-def _with_head(query: str, head_pk: int) -> str:
+def _with_head(query: str, head_token: str) -> str:
     """The sizing page's query as it was before the upload, with the uploaded head as the model."""
     params = QueryDict(query[:20_000], mutable=True)
     for name in _MODEL_FIELDS:
         params.pop(name, None)
-    params.update({"source": "gguf", "gguf": str(head_pk)})
+    params.update({"source": "gguf", "gguf": head_token})
     return params.urlencode()
 
 
@@ -234,6 +240,8 @@ def _size_error(request: HtmxHttpRequest, message: str) -> HttpResponse:
 @require_POST
 def share(request: HtmxHttpRequest) -> HttpResponse:
     query = request.POST.get("query", "")
+    if any("\0" in name or "\0" in value for name, values in QueryDict(query).lists() for value in [*values, ""]):
+        return _size_error(request, "The sizing to share holds a NUL character (%00); remove it and share again.")
     form = SizingForm(QueryDict(query))
     if not form.is_valid() or form.inputs is None:
         return render(request, "sizing/size.html", _page_context(form), status=400)

@@ -147,7 +147,7 @@ def test_uploading_a_gguf_head_stores_its_metadata_only(user_client, settings):
     upload = SimpleUploadedFile("tiny.gguf", head + b"\0" * 20000)  # tensor data beyond the cap is never kept
     response = user_client.post(reverse("sizing-gguf"), {"head": upload})
     stored = GgufHead.objects.get()
-    assert response.status_code == 302 and f"gguf={stored.pk}" in response.url
+    assert response.status_code == 302 and f"gguf={stored.token}" in response.url
     assert stored.size_bytes == 4096 and stored.weights_bytes == 256 * 3 * 4
     assert stored.metadata["tokenizer.ggml.tokens.count"] == 3 and "tokenizer.ggml.tokens" not in stored.metadata
     page = text(user_client.get(response.url))
