@@ -10,6 +10,7 @@ Formulas (shown in the UI beside each figure):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
@@ -67,7 +68,7 @@ def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) 
         prompt_tokens_max=max(prompts) if prompts else None,
         n_predict_max=max(predicts) if predicts else None,
         output_tokens_total=output_tokens_total,
-        tok_s_mean=sum(rates) / len(rates) if rates else None,
+        tok_s_mean=mean(rates) if rates else None,
         tok_s_min=min(rates) if rates else None,
         tok_s_max=max(rates) if rates else None,
         effective_wall_s=wall,
@@ -77,6 +78,13 @@ def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) 
         ttft_p95=nearest_rank(ttfts, 95),
         e2e_p95=nearest_rank(sorted(r[ELAPSED_S] for r in ok_rows if r[ELAPSED_S] is not None), 95),
     )
+
+
+def mean(values: Sequence[float]) -> float:
+    """The mean of a non-empty sequence, finite whenever its values are (their sum may not be)."""
+    n = len(values)
+    total = sum(values)
+    return total / n if math.isfinite(total) else sum(v / n for v in values)
 
 
 def nearest_rank(ordered: Sequence[T], p: int) -> T | None:
@@ -120,7 +128,7 @@ def distribution(values: Iterable[float | None]) -> Distribution | None:
     wanted = PERCENTILES if n >= MIN_FOR_TAIL else (50,)
     return Distribution(
         n=n,
-        mean=sum(data) / n,
+        mean=mean(data),
         minimum=data[0],
         maximum=data[-1],
         percentiles={p: at_rank(data, p) for p in wanted},

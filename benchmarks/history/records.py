@@ -32,6 +32,12 @@ SOURCES = ("imported", "executed")
 MAX_NAME_CHARS = 200
 MAX_ERROR_CHARS = 10_000
 MAX_INT = 2**31 - 1  # integer columns are 32-bit on PostgreSQL
+# What a JSON column holds on every engine: 64-bit integers, finite floats, no NUL
+# (PostgreSQL's text and jsonb refuse "\u0000"), and a nesting depth that cannot
+# exhaust a recursive reader or writer.
+MIN_JSON_INT, MAX_JSON_INT = -(2**63), 2**63 - 1
+MAX_JSON_DEPTH = 32
+MAX_TOK_S = 10**7  # a token rate above this is not a measurement
 
 # Canonical field name -> where it lives in the nested canonical record.
 RUN_FIELDS = {
@@ -136,6 +142,8 @@ def normalize(obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None 
             run_raw = _invert(run_raw, plan.inverted)
         if type(request_raw[_ERROR]) is dict:
             request_raw = _from_error_object(request_raw)
+    if extra:
+        check_json(extra, "extra")
     request = _request_values(*request_raw)
     return Record(_run_values(run_raw, run_cache), request, extra, content_hash(request, extra))
 
@@ -346,7 +354,7 @@ def _request_values(
     if output_tokens is not None and not (type(output_tokens) is int and 0 <= output_tokens <= MAX_INT):
         output_tokens = _int(output_tokens, "output_tokens", minimum=0)
     if tok_s is not None:
-        tok_s = tok_s if type(tok_s) is float and 0.0 <= tok_s < math.inf else _number(tok_s, "tok_s")
+        tok_s = tok_s if type(tok_s) is float and 0.0 <= tok_s <= MAX_TOK_S else _rate(tok_s)
     if elapsed_s is not None:
         elapsed_s = (
             elapsed_s if type(elapsed_s) is float and 0.0 <= elapsed_s < math.inf else _number(elapsed_s, "elapsed_s")
@@ -369,6 +377,73 @@ def content_hash(request: tuple[Any, ...], extra: dict[str, Any]) -> str:
 
 
 # --- field checks ---------------------------------------------------------------
+
+
+def check_json(value: Any, name: str) -> None:
+    """Raise RecordError unless value is JSON that a JSON column stores on every engine."""
+    found = _json_problem(value, 0)
+    if found is not None:
+        path, reason = found
+        where = "".join([name, *reversed(path)])
+        where = where if len(where) <= 80 else where[:77] + "…"
+        raise RecordError(f"a value cannot be stored: {where!r} {reason}")
+
+
+def storable_json(value: Any, depth: int = 0) -> Any:
+    """value with what check_json refuses replaced, for a server's answers: kept, not refused.
+
+    NUL and lone surrogates become replacement characters, a non-finite float or an
+    integer beyond 64 bits None, and anything nested past MAX_JSON_DEPTH None.
+    """
+    kind = type(value)
+    if kind is str:
+        return storable_text(value)
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is int:
+        return value if MIN_JSON_INT <= value <= MAX_JSON_INT else None
+    if value is None or kind is bool or depth >= MAX_JSON_DEPTH:
+        return value if value is None or kind is bool else None
+    if isinstance(value, dict):
+        return {storable_text(str(k)): storable_json(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [storable_json(v, depth + 1) for v in value]
+    return None
+
+
+def storable_text(value: str) -> str:
+    """value without what a text column refuses: NUL (PostgreSQL) and lone surrogates (UTF-8)."""
+    if not value.isascii():
+        value = value.encode("utf-8", "replace").decode("utf-8")
+    return value.replace("\x00", "\ufffd")
+
+
+def _json_problem(value: Any, depth: int) -> tuple[list[str], str] | None:
+    """(the path to the first unstorable value, innermost part first, and why), or None."""
+    kind = type(value)
+    if kind is str:
+        return ([], "contains a NUL character") if "\x00" in value else None
+    if kind is float:
+        return None if math.isfinite(value) else ([], "must be a finite number (it is past the float range)")
+    if kind is int:
+        if MIN_JSON_INT <= value <= MAX_JSON_INT:
+            return None
+        return [], "is an integer beyond 64-bit"
+    if value is None or kind is bool:
+        return None
+    if kind is dict or kind is list:
+        if depth >= MAX_JSON_DEPTH:
+            return [], f"is nested more than {MAX_JSON_DEPTH} levels deep"
+        items = value.items() if kind is dict else enumerate(value)
+        for key, item in items:
+            if isinstance(key, str) and "\x00" in key:
+                return [f".{key!r}"], "has a key with a NUL character"
+            found = _json_problem(item, depth + 1)
+            if found is not None:
+                found[0].append(f".{key}" if kind is dict else f"[{key}]")
+                return found
+        return None
+    return [], f"is not a JSON value ({kind.__name__})"
 
 
 def _wrong_type(name: str, expected: str, value: object) -> RecordError:
@@ -433,6 +508,13 @@ def _number(value: object, name: str) -> float | None:
     if result < 0:
         raise RecordError(f"{name!r} must not be negative, got {value}")
     return result
+
+
+def _rate(value: object) -> float | None:
+    rate = _number(value, "tok_s")
+    if rate is not None and rate > MAX_TOK_S:
+        raise RecordError(f"'tok_s' is {rate:g}: not a measurement (at most {MAX_TOK_S:,} tok/s)")
+    return rate
 
 
 def _bool(value: object, name: str) -> bool | None:

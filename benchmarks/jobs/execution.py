@@ -27,7 +27,7 @@ from django.utils import timezone
 from sizing.cmdline import parse_command
 
 from ..history.errors import OTHER
-from ..history.records import REQUEST_FIELD_NAMES, content_hash
+from ..history.records import MAX_INT, REQUEST_FIELD_NAMES, content_hash, storable_json, storable_text
 from ..models import Job, RequestResult, Run
 from ..models.jobs import MAX_LIVE
 from .client.probe import ProbeError, probe, synthetic_prompt, tokenize
@@ -59,7 +59,7 @@ def execute_job(job_id: int, worker: str = "") -> str:
 
 
 def _finish(job: Job, state: str, error: str = "") -> None:
-    Job.finish(job.pk, state, error, n_running=0, live=[])
+    Job.finish(job.pk, state, storable_text(error), n_running=0, live=[])
 
 
 def _run(job: Job, target: Target) -> str:
@@ -69,7 +69,7 @@ def _run(job: Job, target: Target) -> str:
     # Known from the start, so the page never reads "0 of 0 done".
     Job.objects.filter(pk=job.pk).update(n_total=repeats * n_requests)
     api_key = job.server.api_key if job.server else ""
-    server_info = probe(target, api_key)
+    server_info: dict[str, Any] = storable_json(probe(target, api_key))  # the server's answers are input
     if not server_info.get("reachable"):
         _finish(job, Job.State.FAILED, f"the server is not reachable: {server_info.get('error', 'no answer')}")
         return Job.State.FAILED
@@ -111,7 +111,7 @@ def _new_run(job: Job, server_info: dict[str, Any], repeat: int, repeats: int) -
         label=job.label or f"job {job.pk}",
         model=model_path.rsplit("/", 1)[-1][:200] or "unknown",
         gpu=job.gpu[:200],
-        parallel=total_slots if isinstance(total_slots, int) and total_slots > 0 else None,
+        parallel=total_slots if isinstance(total_slots, int) and 0 < total_slots <= MAX_INT else None,
         ctx_size=declared.ctx_size if declared else None,
         kv_unified=(declared.kv_unified if declared.parallel else True) if declared else None,
         cache_type_k=declared.type_k if declared else "",
@@ -282,14 +282,14 @@ class _Recorder:
 
     def store(self, index: int, outcome: Outcome) -> None:
         ts = datetime.fromtimestamp(outcome.started_at, tz=UTC)
-        extra = {"index": index, **outcome.extra}
+        extra = {"index": index, **storable_json(outcome.extra)}
         if outcome.client_tok_s is not None:
             extra["client_tok_s"] = round(outcome.client_tok_s, 4)
         values = {
             "ts": ts,
             "ok": outcome.ok,
             "http_status": outcome.http_status,
-            "error": outcome.error or None,
+            "error": storable_text(outcome.error) or None,
             "error_type": outcome.error_type or None,
             "prompt_tokens": self._prompt_tokens(index, outcome),
             "n_predict": self.run.job.params.get("n_predict") if self.run.job else None,

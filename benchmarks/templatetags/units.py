@@ -7,6 +7,7 @@ value is "—".
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from django import template
@@ -24,9 +25,10 @@ def _number(value: Any) -> float | None:
     if value is None or value == "" or isinstance(value, bool):
         return None
     try:
-        return float(value)
-    except (TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if math.isfinite(number) else None  # an inf stored before imports refused it
 
 
 @register.filter

@@ -26,6 +26,7 @@ import aiohttp.http_exceptions
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from ...history.errors import DISCONNECT, EXCEED_CONTEXT_SIZE, OTHER, TIMEOUT, classify_error
+from ...history.records import MAX_ERROR_CHARS, MAX_INT, MAX_TOK_S, storable_text
 from .target import Target
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -144,6 +145,8 @@ async def stream_completion(
         outcome.error_type = OTHER
         outcome.error = f"the response cannot be read: {type(exc).__name__}: {exc.message or exc}"
     outcome.elapsed_s = time.perf_counter() - start
+    # The server's words are input like any other: bounded, and storable on every engine.
+    outcome.error = storable_text(outcome.error[:MAX_ERROR_CHARS])
     if outcome.ok and outcome.output_tokens and outcome.ttft_s is not None and outcome.output_tokens > 1:
         decode_s = outcome.elapsed_s - outcome.ttft_s
         if decode_s > 0:
@@ -167,8 +170,7 @@ async def _read_error(response: aiohttp.ClientResponse, outcome: Outcome) -> Non
         for key in ("n_prompt_tokens", "n_ctx"):
             if isinstance(error.get(key), int):
                 outcome.extra[key] = error[key]
-        if isinstance(error.get("n_prompt_tokens"), int):
-            outcome.prompt_tokens = error["n_prompt_tokens"]
+        outcome.prompt_tokens = _int(error.get("n_prompt_tokens"))
 
 
 async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start: float, progress: Progress) -> None:
@@ -206,7 +208,7 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
             outcome.error = str(error.get("message", "error event in the stream"))
             code = error.get("code")
             outcome.extra["error_event"] = True
-            if isinstance(code, int):
+            if isinstance(code, int) and 100 <= code <= 599:
                 outcome.http_status = code
             outcome.output_tokens = tokens
             outcome.error_type = classify_error(outcome.http_status, outcome.error, error.get("type"))
@@ -242,10 +244,12 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
 
 
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A count the server reports, if it is one a column holds."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_INT else None
 
 
 def _float(value: Any) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-        return float(value)
+    """A token rate the server reports, if it can be a measurement (finite, at most MAX_TOK_S)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= MAX_TOK_S:
+        return float(value)  # NaN fails both comparisons
     return None
