@@ -6,8 +6,7 @@ from typing import Any
 
 from django import forms
 
-from ..history.forms import RunFilterForm
-from ..models import Run
+from ..history.forms import RunFilterForm, ValueFilterField, offer_top
 from . import figures
 
 
@@ -28,14 +27,13 @@ class ChartForm(RunFilterForm):
 
 
 class LoadCurveForm(forms.Form):
-    model = forms.ChoiceField(required=False)
+    model = ValueFilterField(empty_label="— pick a model —")
     gpu = forms.CharField(label="GPU", required=False, max_length=200)
     label = forms.CharField(required=False, max_length=200)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        models = Run.objects.order_by("model").values_list("model", flat=True).distinct()
-        self.fields["model"].choices = [("", "— pick a model —")] + [(m, m) for m in models]
+        offer_top(self, ("model",))
 
 
 class RegressionForm(forms.Form):

@@ -10,6 +10,7 @@ from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db.models import F
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -165,16 +166,37 @@ def _warning_for(
     }
 
 
+# What the job list shows of a job (STYLE 16: never its params, whose prompts may be megabytes).
+JOB_LIST_COLUMNS = (
+    "pk",
+    "server__name",
+    "base_url",
+    "label",
+    "state",
+    "error",
+    "n_done",
+    "n_failed",
+    "n_total",
+    "created_at",
+)
+# The params the job page shows: read from the JSON in SQL, never the prompts.
+JOB_PAGE_PARAMS = ("requests", "repeats", "concurrency", "n_predict", "prompt_tokens")
+
+
 @require_GET
 def job_list(request: HtmxHttpRequest) -> HttpResponse:
-    jobs = Job.objects.select_related("server").defer("params", "recent_errors", "server__last_probe")
+    jobs = Job.objects.select_related("server").only(*JOB_LIST_COLUMNS)
     page = Paginator(jobs, 50).get_page(request.GET.get("page"))
     return render(request, "benchmarks/job_list.html", {"page": page})
 
 
 @require_GET
 def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    job = get_object_or_404(Job.objects.select_related("server").defer("server__last_probe"), pk=pk)
+    shown = {f"param_{key}": F(f"params__{key}") for key in JOB_PAGE_PARAMS}
+    job = get_object_or_404(
+        Job.objects.select_related("server").defer("params", "server__last_probe").annotate(**shown), pk=pk
+    )
+    job.params = {key: getattr(job, f"param_{key}") for key in JOB_PAGE_PARAMS}  # only what the page shows
     runs = list(job.runs.only("pk", "key", "n_ok", "n_requests", "job_id").order_by("key"))
     template = "benchmarks/job_detail.html#progress" if request.htmx else "benchmarks/job_detail.html"
     context = {"job": job, "runs": runs, "may_cancel": job.may_cancel(request.user)}

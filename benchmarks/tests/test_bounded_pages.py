@@ -1,0 +1,234 @@
+"""Pages bounded whatever the history holds, and inputs at the edges that are a 4xx, not a 500.
+
+STYLE 16: a list loads only the columns it shows; a select of values from the data offers
+the most used ones (plus what is typed); a run page aggregates its requests in SQL.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from benchmarks.history.metrics import distribution
+from benchmarks.models import Job, RequestResult, Run, Server
+
+pytestmark = pytest.mark.django_db
+
+TOP_CHOICES = 50  # history.forms.TOP_CHOICES: the values a filter offers
+START = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _runs(names: list[str], **fields) -> list[Run]:
+    return Run.objects.bulk_create(
+        Run(
+            key=f"run-{i:05d}",
+            model=fields.get("model", name),
+            gpu=fields.get("gpu", f"gpu-{name}"),
+            label=fields.get("label", f"label-{name}"),
+            started_at=START + timedelta(minutes=i),
+            n_requests=1,
+            n_ok=1,
+        )
+        for i, name in enumerate(names)
+    )
+
+
+def _options(html: str, name: str) -> list[str]:
+    select = re.search(rf'<select name="{name}"[^>]*>(.*?)</select>', html, re.S)
+    assert select, f"no select named {name}"
+    return re.findall(r'<option value="([^"]*)"', select.group(1))
+
+
+@pytest.fixture
+def crowded_history() -> list[Run]:
+    """300 runs of distinct models, GPUs and labels, and 3 runs of one popular model."""
+    rare = [f"m{i:03d}" for i in range(300)]
+    return _runs(rare + ["popular"] * 3)
+
+
+@pytest.mark.parametrize("name", ["model", "gpu", "label"])
+def test_the_run_filters_offer_the_most_used_values_not_every_one(client, crowded_history, name):
+    html = client.get(reverse("run-list")).content.decode()
+    options = _options(html, name)
+    assert len(options) <= TOP_CHOICES + 1  # "any" and the top N
+    popular = {"model": "popular", "gpu": "gpu-popular", "label": "label-popular"}[name]
+    assert popular in options
+
+
+@pytest.mark.parametrize("name", ["model", "gpu", "label"])
+def test_a_value_outside_the_offered_ones_still_filters_exactly(client, crowded_history, name):
+    offered = _options(client.get(reverse("run-list")).content.decode(), name)
+    value = next(
+        v
+        for v in (
+            {"model": "m{:03d}", "gpu": "gpu-m{:03d}", "label": "label-m{:03d}"}[name].format(i) for i in range(300)
+        )
+        if v not in offered
+    )
+    response = client.get(reverse("run-list"), {name: value})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert response.context["page"].paginator.count == 1
+    assert getattr(response.context["page"][0], name) == value
+    assert value in _options(html, name)  # the form shows what its result used
+    assert len(_options(html, name)) <= TOP_CHOICES + 2
+
+
+def test_a_value_no_run_holds_is_a_form_error(client, crowded_history):
+    response = client.get(reverse("run-list"), {"model": "no-such.gguf"})
+    assert response.status_code == 400
+    assert "no run has" in response.content.decode()
+
+
+def test_the_chart_filters_are_bounded_too(client, crowded_history):
+    timeline = client.get(reverse("chart-timeline")).content.decode()
+    assert len(_options(timeline, "model")) <= TOP_CHOICES + 1
+    load = client.get(reverse("chart-load")).content.decode()
+    assert len(_options(load, "model")) <= TOP_CHOICES + 1
+    assert "popular" in _options(load, "model")
+    response = client.get(reverse("chart-load"), {"model": "m299"})
+    assert response.status_code == 200
+    assert "m299" in _options(response.content.decode(), "model")
+
+
+@pytest.mark.parametrize("url", ["run-list", "chart-timeline", "export"])
+@pytest.mark.parametrize("query", [{"date_to": "9999-12-31"}, {"date_from": "9999-12-31"}, {"date_from": "0001-01-01"}])
+def test_dates_at_the_end_of_the_calendar_are_a_form_error_not_a_500(client, url, query):
+    _runs(["tiny.gguf"])
+    response = client.get(reverse(url), query)
+    assert response.status_code == 400
+
+
+def test_the_last_sane_day_still_filters(client):
+    _runs(["tiny.gguf"])
+    response = client.get(reverse("run-list"), {"date_to": "9998-12-31"})
+    assert response.status_code == 200
+    assert response.context["page"].paginator.count == 1
+
+
+@pytest.mark.parametrize("url", ["run-compare", "chart-compare"])
+@pytest.mark.parametrize("huge", ["99999999999999999999", str(2**63), "-1", "0"])
+def test_run_ids_beyond_the_database_range_are_a_400(client, url, huge):
+    run = _runs(["tiny.gguf"])[0]
+    response = client.get(reverse(url), {"run": [huge, str(run.pk)]})
+    assert response.status_code == 400
+
+
+def test_the_largest_id_is_a_404_not_a_500(client):
+    run = _runs(["tiny.gguf"])[0]
+    response = client.get(reverse("run-compare"), {"run": [str(2**63 - 1), str(run.pk)]})
+    assert response.status_code == 404
+
+
+# --- the job list and page never load the prompts ------------------------------------
+
+PROMPTS = ["a long prompt " * 1000] * 50
+
+
+def _reads_params_whole(sql: str) -> bool:
+    """Does this query select the params column itself (not a key extracted from it)?"""
+    return re.search(r'(?<!\()"benchmarks_job"\."params"(?!\s*(->|#>))', sql) is not None
+
+
+@pytest.fixture
+def job_with_prompts(db) -> Job:
+    server = Server.objects.create(name="local", base_url="http://127.0.0.1:9")
+    params = {"requests": 4, "concurrency": 2, "n_predict": 64, "prompts": PROMPTS}
+    return Job.objects.create(server=server, params=params, label="big prompts", n_total=4)
+
+
+def test_the_job_list_never_selects_the_params(client, job_with_prompts):
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("job-list"))
+    assert response.status_code == 200
+    assert "big prompts" in response.content.decode()
+    job_queries = [q["sql"] for q in queries.captured_queries if "benchmarks_job" in q["sql"]]
+    assert job_queries
+    assert not any(_reads_params_whole(sql) for sql in job_queries), job_queries
+    assert not any('"benchmarks_job"."live"' in sql or '"benchmarks_job"."recent_errors"' in sql for sql in job_queries)
+
+
+def test_the_job_page_reads_only_the_params_it_shows(client, job_with_prompts):
+    user = User.objects.create_user("u", password="a-long-test-password")
+    client = Client()
+    client.force_login(user)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("job-detail", args=[job_with_prompts.pk]))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "4 requests × 1 at concurrency 2" in html
+    assert "64 output tokens each" in html
+    assert not any(_reads_params_whole(q["sql"]) for q in queries.captured_queries)
+    assert "a long prompt" not in html
+
+
+# --- a run page aggregates its requests in SQL -------------------------------------------
+
+
+def _run_with_requests(n: int) -> Run:
+    run = _runs(["tiny.gguf"])[0]
+    requests = []
+    for i in range(n):
+        ok = i % 7 != 3
+        extra = {"client_tok_s": 20.0 + (i * 37 % n)} if i % 5 else ({"client_tok_s": "fast"} if i % 2 else {})
+        requests.append(
+            RequestResult(
+                run=run,
+                seq=i,
+                ok=ok,
+                error_type="" if ok else "timeout",
+                ttft_s=None if i % 11 == 0 else 0.1 + (i * 13 % n) / 100,
+                elapsed_s=1.0 + (i * 17 % n) / 10,
+                tok_s=None if i % 13 == 0 else 30.0 + (i * 7 % n) / 3,
+                extra=extra,
+                content_hash=f"h{i}",
+            )
+        )
+    RequestResult.objects.bulk_create(requests)
+    return run
+
+
+def test_a_run_page_computes_the_same_distributions_in_sql(client):
+    run = _run_with_requests(150)
+    ok = list(run.requests.filter(ok=True))
+    expected = [
+        distribution(r.ttft_s for r in ok),
+        distribution(r.elapsed_s for r in ok),
+        distribution(r.tok_s for r in ok),
+        distribution(v if isinstance(v := r.extra.get("client_tok_s"), float) else None for r in ok),
+    ]
+    response = client.get(reverse("run-detail", args=[run.pk]))
+    assert response.status_code == 200
+    shown = [d for _, _, d, _ in response.context["distributions"]]
+    assert len(shown) == 4
+    for got, want in zip(shown, expected, strict=True):
+        assert got.n == want.n
+        assert got.mean == pytest.approx(want.mean)
+        assert (got.minimum, got.maximum) == (want.minimum, want.maximum)
+        assert got.percentiles == want.percentiles
+
+
+def test_a_small_run_shows_only_its_median(client):
+    run = _run_with_requests(10)
+    response = client.get(reverse("run-detail", args=[run.pk]))
+    for _, _, d, _ in response.context["distributions"]:
+        assert set(d.percentiles) == {50}
+
+
+def test_a_run_page_never_loads_every_request(client):
+    run = _run_with_requests(300)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("run-detail", args=[run.pk]), {"page": 2})
+    assert response.status_code == 200
+    rows = [q["sql"] for q in queries.captured_queries if 'FROM "benchmarks_requestresult"' in q["sql"]]
+    # The requests' values are selected only a page at a time; the rest are aggregates.
+    for sql in rows:
+        if re.search(r'(?<!\()"benchmarks_requestresult"\."(extra|ttft_s)"\s*(,|FROM)', sql):
+            assert "LIMIT" in sql, sql
