@@ -187,3 +187,25 @@ def test_a_nul_in_a_pasted_models_name_is_refused_when_shared(user_client):
     response = user_client.post(reverse("sizing-share"), {"query": query})
     assert response.status_code == 400
     assert SizingSnapshot.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_heads_uploaded_before_tokens_each_get_their_own_token():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    def migrate(targets):
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(targets)
+        return executor.loader.project_state(targets).apps
+
+    try:
+        old = migrate([("sizing", "0002_snapshot_view")]).get_model("sizing", "GgufHead")
+        for name in ("a.gguf", "b.gguf"):
+            old.objects.create(filename=name, sha256="0" * 64, size_bytes=1, metadata=TINY)
+        new = migrate([("sizing", "0003_ggufhead_token")]).get_model("sizing", "GgufHead")
+        tokens = list(new.objects.values_list("token", flat=True))
+        assert len(set(tokens)) == 2 and all(len(t) >= 12 for t in tokens)
+    finally:
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
