@@ -189,6 +189,14 @@ KVLAB_JOB_HEARTBEAT_S = env_int("KVLAB_JOB_HEARTBEAT_S", 2)
 KVLAB_JOB_STALE_S = env_int("KVLAB_JOB_STALE_S", 60)
 # Outgoing requests go only to these networks (CIDRs). Add LAN ranges for GPU hosts.
 KVLAB_SERVER_ALLOWLIST = env_list("KVLAB_SERVER_ALLOWLIST", "127.0.0.0/8,::1/128")
+# kvlab's own web port (scripts/run.sh serves on it): never a benchmark target, like Redis and the database.
+KVLAB_PORT = env_int("KVLAB_PORT", 8000)
+
+# Login throttling: this many failed logins for one account, or from one address, within the
+# window refuse further attempts for it until the window has passed. Counted in the default
+# cache: per process with the default LocMemCache (each web process counts on its own).
+KVLAB_LOGIN_MAX_FAILURES = env_int("KVLAB_LOGIN_MAX_FAILURES", 5)
+KVLAB_LOGIN_WINDOW_S = env_int("KVLAB_LOGIN_WINDOW_S", 15 * 60)
 
 # Imports: a line over this size is rejected; an upload over this size is refused
 # while it streams in, before it reaches the disk.

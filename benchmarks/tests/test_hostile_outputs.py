@@ -16,7 +16,8 @@ from django.urls import reverse
 
 from benchmarks.charts import figures
 from benchmarks.jobs.client import probe
-from benchmarks.jobs.client.target import resolve_target
+from benchmarks.jobs.client import target as targets
+from benchmarks.jobs.client.target import TargetRefused, resolve_target
 
 from .conftest import flat, jsonl
 
@@ -193,3 +194,74 @@ def test_measuring_prompts_on_a_server_that_never_answers_gives_up(monkeypatch, 
     assert not worker.is_alive(), "tokenize hung on a server that never answers"
     assert isinstance(result[0], probe.ProbeError)
     assert re.search(r"/tokenize: no answer within 0\.5 s", str(result[0]))
+
+
+@pytest.fixture
+def own_services(settings, monkeypatch):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:6379/0"
+    settings.KVLAB_PORT = 8000
+    postgres = {"ENGINE": "django.db.backends.postgresql", "HOST": "localhost", "PORT": ""}
+    monkeypatch.setattr(targets, "_database_settings", lambda: postgres)
+    return settings
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://127.0.0.1:6379/", "port 6379 is kvlab's own Redis"),
+        ("http://localhost:6379", "port 6379 is kvlab's own Redis"),
+        ("http://127.0.0.2:6379", "port 6379 is kvlab's own Redis"),
+        ("http://[::ffff:127.0.0.1]:6379", "port 6379 is kvlab's own Redis"),
+        ("http://127.0.0.1:5432", "port 5432 is kvlab's own database"),
+        ("http://127.0.0.1:8000", "port 8000 is kvlab's own web server"),
+    ],
+)
+def test_a_server_at_kvlabs_own_service_ports_is_refused(own_services, url, why):
+    with pytest.raises(TargetRefused, match=re.escape(why)):
+        resolve_target(url)
+
+
+def test_other_loopback_ports_stay_allowed_for_a_local_llama_server(own_services):
+    assert resolve_target("http://127.0.0.1:8080").port == 8080
+    assert resolve_target("http://localhost:6380/").address == "127.0.0.1"
+
+
+def test_the_service_ports_follow_the_settings(own_services):
+    own_services.CELERY_BROKER_URL = "redis://127.0.0.1:6390/1"
+    own_services.KVLAB_PORT = 8765
+    assert resolve_target("http://127.0.0.1:6379").port == 6379  # no longer kvlab's Redis
+    with pytest.raises(TargetRefused, match="port 6390 is kvlab's own Redis"):
+        resolve_target("http://127.0.0.1:6390")
+    with pytest.raises(TargetRefused, match="port 8765 is kvlab's own web server"):
+        resolve_target("http://127.0.0.1:8765")
+
+
+def test_a_redis_on_another_host_is_refused_there(own_services):
+    own_services.KVLAB_SERVER_ALLOWLIST = ["127.0.0.0/8", "10.9.0.0/16"]
+    own_services.CELERY_BROKER_URL = "redis://10.9.0.5:6379/0"
+    with pytest.raises(TargetRefused, match="port 6379 is kvlab's own Redis"):
+        resolve_target("http://10.9.0.5:6379")
+    assert resolve_target("http://10.9.0.6:6379").address == "10.9.0.6"  # another host's port is not kvlab's
+
+
+@pytest.mark.browser
+def test_a_markup_label_is_drawn_as_text_in_the_timeline_and_compare(tab, transactional_db, import_bytes):
+    from benchmarks.models import Run
+
+    import_bytes(
+        jsonl(
+            flat(run="evil", label=MARKUP, ts="2026-10-01T00:00:00Z"),
+            flat(run="plain", label="plain", ts="2026-10-02T00:00:00Z"),
+        )
+    )
+    evil_link = 'a[href="https://evil.example/"]'
+    tab.open("/charts/timeline/", {"group": "label"})
+    tab.wait_for_plot("#timeline-figure-plot")
+    assert tab.evaluate(f"document.querySelectorAll('{evil_link}').length") == 0
+    legend = tab.evaluate("Array.from(document.querySelectorAll('.legendtext'), e => e.textContent)")
+    assert MARKUP in legend  # the label as written, not bold text and a link
+    tab.open("/charts/compare/", [("run", pk) for pk in Run.objects.order_by("pk").values_list("pk", flat=True)])
+    tab.wait_for_plot("#compare-figure-plot")
+    assert tab.evaluate(f"document.querySelectorAll('{evil_link}').length") == 0
+    assert f"{MARKUP} (evil)" in tab.tick_labels("#compare-figure-plot", "x")
+    tab.assert_no_errors()
