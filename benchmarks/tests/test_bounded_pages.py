@@ -195,7 +195,7 @@ def _run_with_requests(n: int) -> Run:
     return run
 
 
-def test_a_run_page_computes_the_same_distributions_in_sql(client):
+def test_a_run_page_shows_the_distributions_of_all_its_ok_requests(client):
     run = _run_with_requests(150)
     ok = list(run.requests.filter(ok=True))
     expected = [
@@ -232,3 +232,21 @@ def test_a_run_page_never_loads_every_request(client):
     for sql in rows:
         if re.search(r'(?<!\()"benchmarks_requestresult"\."(extra|ttft_s)"\s*(,|FROM)', sql):
             assert "LIMIT" in sql, sql
+
+
+def test_a_large_run_shows_an_even_sample_and_says_so(client, monkeypatch):
+    monkeypatch.setattr("benchmarks.history.views.DISTRIBUTION_SAMPLE", 40)
+    run = _run_with_requests(300)
+    Run.objects.filter(pk=run.pk).update(n_requests=300, n_ok=run.requests.filter(ok=True).count())
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("run-detail", args=[run.pk]))
+    sample = [r for r in run.requests.filter(ok=True).order_by("seq") if r.seq % 8 == 0]  # every ceil(300/40)th
+    shown = {name: d for name, _, d, _ in response.context["distributions"]}
+    assert shown["E2E latency"] == distribution(r.elapsed_s for r in sample)
+    assert shown["TTFT"].n <= 40
+    assert "a sample: every 8th request" in response.content.decode()
+    assert all(
+        "LIMIT" in q["sql"]
+        for q in queries.captured_queries
+        if "benchmarks_requestresult" in q["sql"] and '"ok"' in q["sql"] and "COUNT" not in q["sql"]
+    )
