@@ -1,9 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from kvlab import throttle
+
+admin.site.login_form = throttle.ThrottledAdminAuthenticationForm
+
 urlpatterns = [
     path("", include("benchmarks.urls")),
     path("", include("sizing.urls")),
+    path("accounts/login/", throttle.login, name="login"),  # before auth.urls: failed logins are throttled
     path("accounts/", include("django.contrib.auth.urls")),
     path("admin/", admin.site.urls),
 ]
