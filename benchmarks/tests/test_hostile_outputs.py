@@ -265,3 +265,21 @@ def test_a_markup_label_is_drawn_as_text_in_the_timeline_and_compare(tab, transa
     assert tab.evaluate(f"document.querySelectorAll('{evil_link}').length") == 0
     assert f"{MARKUP} (evil)" in tab.tick_labels("#compare-figure-plot", "x")
     tab.assert_no_errors()
+
+
+def test_measuring_prompts_on_a_server_that_hangs_up_says_so():
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def hang_up() -> None:
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.close()
+
+    thread = threading.Thread(target=hang_up, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(probe.ProbeError, match="ServerDisconnectedError"):
+            probe.tokenize(resolve_target(f"http://127.0.0.1:{listener.getsockname()[1]}"), ["hello"])
+    finally:
+        thread.join(5)
+        listener.close()

@@ -103,6 +103,8 @@ async def tokenize_async(
             return [len(await _token_ids(session, target, text, add_special=True)) for text in texts]
     except TimeoutError:
         raise ProbeError(f"/tokenize: no answer within {limit_s:g} s") from None
+    except aiohttp.ClientError as exc:  # a dropped connection, a malformed answer: said, not a 500
+        raise ProbeError(f"/tokenize: {type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
 
 
 def tokenize(target: Target, texts: list[str], api_key: str = "", timeout_s: float | None = None) -> list[int]:
