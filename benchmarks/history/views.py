@@ -39,7 +39,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET)
     status = 200
     if form.is_valid():
-        runs = form.filter(Run.objects.all())
+        runs = form.filter(Run.objects.defer("server_props"))  # a list loads only what it shows
         per_page = form.cleaned_data["per_page"]
         page_no = form.cleaned_data.get("page") or 1
     else:

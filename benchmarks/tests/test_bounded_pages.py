@@ -81,6 +81,16 @@ def test_a_value_outside_the_offered_ones_still_filters_exactly(client, crowded_
     assert len(_options(html, name)) <= TOP_CHOICES + 2
 
 
+def test_the_run_list_never_selects_the_server_props(client):
+    run = _runs(["tiny.gguf"])[0]
+    Run.objects.filter(pk=run.pk).update(server_props={"slots": ["x" * 100_000]})
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("run-list"))
+    assert response.status_code == 200
+    assert response.context["page"].paginator.count == 1
+    assert not any("server_props" in q["sql"] for q in queries.captured_queries)
+
+
 def test_a_value_no_run_holds_is_a_form_error(client, crowded_history):
     response = client.get(reverse("run-list"), {"model": "no-such.gguf"})
     assert response.status_code == 400
