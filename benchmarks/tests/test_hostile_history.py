@@ -192,3 +192,19 @@ def test_a_servers_absurd_values_are_refused_and_the_job_completes(hostile):
 def test_a_mean_of_rates_near_the_float_limit_is_finite():
     rows = [(None, True, 200, None, None, None, None, 2, 1.7e308, 1.0, 0.1)] * 2
     assert summarize(rows, None).tok_s_mean == 1.7e308
+
+
+def test_probing_a_server_stores_what_the_database_can_hold(hostile, client):
+    """Registering or probing a server (not only running a job on it) stores its answers cleaned."""
+    from django.contrib.auth.models import User
+    from django.urls import reverse
+
+    server = Server.objects.create(name="hostile", base_url=hostile.url)
+    client.force_login(User.objects.create_user("root", password="a-long-test-password", is_staff=True))
+    assert client.post(reverse("server-probe", args=[server.pk])).status_code == 302
+    server.refresh_from_db()
+    props = server.last_probe["props"]
+    assert props["model_path"] == "/models/ho\ufffdstile.gguf" and props["build_info"] == "b0\ufffdhostile"
+    assert props["total_slots"] is None  # 10**30 does not fit a 64-bit integer column
+    page = client.get(reverse("server-detail", args=[server.pk])).content.decode()
+    assert "ho\ufffdstile.gguf" in page

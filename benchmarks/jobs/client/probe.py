@@ -8,6 +8,7 @@ from typing import Any
 
 import aiohttp
 
+from ...history.records import storable_json
 from .stream import session_for
 from .target import Target
 
@@ -69,7 +70,7 @@ async def probe_async(target: Target, api_key: str = "") -> dict[str, Any]:
             result["metrics_enabled"] = status == 200
     except (aiohttp.ClientError, TimeoutError, OSError, ProbeError) as exc:
         result["error"] = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    return result
+    return storable_json(result)  # what a server says is input: stored only once the database can hold it
 
 
 def probe(target: Target, api_key: str = "") -> dict[str, Any]:
