@@ -28,6 +28,7 @@ from ..models import RequestResult, Run
 from . import figures, series
 from .forms import ChartForm, LoadCurveForm, RegressionForm
 
+MAX_REGRESSIONS_SHOWN = 100  # the worst ones; the page says how many more there are
 MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 VALUE_FIELDS = (
@@ -239,7 +240,9 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
         row["group"] = figures.group_name(row, grouping)
     found = figures.regressions(rows, list(figures.METRICS.values()), form.thresholds(), window=window)
     context.update(
-        found=found,
+        found=found[:MAX_REGRESSIONS_SHOWN],  # the largest changes first: the page stays small
+        n_found=len(found),
+        max_shown=MAX_REGRESSIONS_SHOWN,
         grouping=grouping,
         grouping_label=figures.GROUPINGS[grouping][0],
         n_groups=len({r["group"] for r in rows}),

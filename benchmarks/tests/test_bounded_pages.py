@@ -260,3 +260,23 @@ def test_a_large_run_shows_an_even_sample_and_says_so(client, monkeypatch):
         for q in queries.captured_queries
         if "benchmarks_requestresult" in q["sql"] and '"ok"' in q["sql"] and "COUNT" not in q["sql"]
     )
+
+
+def test_the_regressions_page_shows_the_worst_hundred_and_says_how_many_more(client):
+    from datetime import UTC, datetime, timedelta
+
+    from benchmarks.charts.views import MAX_REGRESSIONS_SHOWN
+
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    runs = []
+    for series in range(MAX_REGRESSIONS_SHOWN + 20):  # each its own configuration, each getting worse
+        for i, tok_s in enumerate((100.0, 100.0, 50.0 - series / 10)):
+            runs.append(
+                Run(key=f"s{series}-{i}", label="nightly", model="m", ctx_size=1024 + series, parallel=1,
+                    concurrency=1, started_at=start + timedelta(hours=i), n_requests=1, n_ok=1, tok_s_mean=tok_s)
+            )  # fmt: skip
+    Run.objects.bulk_create(runs)
+    page = client.get(reverse("chart-regressions"), {"t_tok_s": 5}).content.decode()
+    assert page.count('<td class="num bad">') == MAX_REGRESSIONS_SHOWN  # one metric regressed per series
+    assert f"The {MAX_REGRESSIONS_SHOWN} largest of {MAX_REGRESSIONS_SHOWN + 20} regressions are shown" in page
+    assert "s119-2" in page or f"/runs/{Run.objects.get(key='s119-2').pk}/" in page  # the worst is kept
