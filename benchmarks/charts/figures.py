@@ -21,6 +21,9 @@ from ..history.outcomes import FAILED, outcome_of
 from . import series
 
 WEBGL_POINTS = 1000  # above this many points a series is drawn with WebGL (scattergl)
+# Past this many changes of configuration (or of workload) in one chart, a marker per change is noise
+# and most of the page's weight: the legend gives their number and the page warns that lines mix them.
+MAX_CHANGE_MARKERS = 500
 FAIL_COLOR = "#b3261e"
 
 
@@ -231,7 +234,10 @@ def _timeline_traces(
         extra.append(_markers("failed runs", fail_x, [floor] * len(fail_x), fail_ids, fail_text, "x", FAIL_COLOR))
     for kind, symbol in (("configuration", "diamond-open"), ("workload", "square-open")):
         cx, cy, cids, ctext = change[kind]
-        if cx:
+        if len(cx) > MAX_CHANGE_MARKERS:
+            name = f"{kind} changed {len(cx):,} times: too many to mark"
+            extra.append({**_markers(name, [], [], [], [], symbol, "#444"), "visible": "legendonly"})
+        elif cx:
             ys = [y if y is not None else floor for y in cy]
             extra.append(_markers(f"{kind} changed", cx, ys, cids, ctext, symbol, "#444"))
     for trace in extra:

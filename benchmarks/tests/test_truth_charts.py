@@ -233,3 +233,25 @@ def test_the_home_trend_gives_each_model_its_own_axis(client, demo_import, impor
     assert f"<b>{DEMO_MODEL}</b>" in titles and "<b>qwen-0.5b.gguf</b>" in titles
     domains = [fig["layout"][k]["domain"] for k in ("yaxis", "yaxis2")]
     assert domains[0][0] > domains[1][1], "the panels overlap"
+
+
+def test_a_chart_with_too_many_changes_to_mark_counts_them_in_its_legend():
+    from datetime import UTC, datetime, timedelta
+
+    from benchmarks.charts import figures
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    n = figures.MAX_CHANGE_MARKERS + 10
+    rows = [
+        {"pk": i, "key": f"r{i}", "label": "nightly", "model": "m", "gpu": "g",
+         "started_at": start + timedelta(hours=i), "n_ok": 1, "n_requests": 1, "ctx_size": 1024, "parallel": 1,
+         "kv_unified": False, "cache_type_k": "f16", "cache_type_v": "f16", "kv_offload": True, "flash_attn": "on",
+         "concurrency": 1 + i % 2,
+         "prompt_tokens_max": 100, "n_predict_max": 10, "value": 10.0, "build": None}
+        for i in range(n + 1)
+    ]  # fmt: skip
+    figure = figures.timeline(rows, figures.METRICS["tok_s"], "label")
+    markers = [t for t in figure["data"] if t["name"].startswith("workload changed")]
+    assert [(t["name"], t["x"], t.get("visible")) for t in markers] == [
+        (f"workload changed {n:,} times: too many to mark", [], "legendonly")
+    ]
