@@ -8,6 +8,7 @@ for the binary and gets none fails: an oracle that silently skips checks nothing
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -16,10 +17,37 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kvlab.tests.processes import free_port, stop_process
+
+# The investigation's sizing: Devstral Small 2 24B, -c 16384, a 16 GB GPU, 3 × (4,362 + 1,738) tokens.
+DEVSTRAL_16GB = {
+    "model": "devstral-small-2-24b",
+    "ctx_size": 16384,
+    "gpu": "rtx-5060-ti-16gb",
+    "prompt_tokens": 4362,
+    "output_tokens": 1738,
+    "concurrency": 3,
+}
+# The GGUF metadata of a tiny llama model, for pasted metadata and GGUF heads.
+TINY = {
+    "general.architecture": "llama",
+    "general.name": "tiny-llama",
+    "llama.block_count": 4,
+    "llama.embedding_length": 256,
+    "llama.context_length": 4096,
+    "llama.attention.head_count": 8,
+    "llama.attention.head_count_kv": 2,
+}
+
+
+def text(response: Any) -> str:
+    """A response's HTML with its whitespace runs collapsed, to find phrases across line breaks."""
+    return re.sub(r"\s+", " ", response.content.decode())
+
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build-llama-server.sh"

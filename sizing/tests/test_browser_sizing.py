@@ -21,17 +21,10 @@ from benchmarks.models import Run
 from benchmarks.tests.conftest import DEMO_PATH
 from benchmarks.tests.test_browser_charts import Tab  # the browser and tab fixtures come from the root conftest.py
 from sizing.models import SizingSnapshot
+from sizing.tests.conftest import DEVSTRAL_16GB
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-DEVSTRAL_16GB = {
-    "model": "devstral-small-2-24b",
-    "ctx_size": 16384,
-    "gpu": "rtx-5060-ti-16gb",
-    "prompt_tokens": 4362,
-    "output_tokens": 1738,
-    "concurrency": 3,
-}
 PUBLISHED = "llama-server --model devstral.gguf --ctx-size 12288 --slots 1 -ctk q8_0 -ctv q8_0"
 
 

@@ -5,7 +5,6 @@ Each is refused with a clear 4xx and nothing stored, or kept bounded; never a 50
 
 import io
 import json
-import re
 import struct
 
 import pytest
@@ -15,23 +14,10 @@ from django.urls import reverse
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.models import GgufHead, SizingSnapshot
 
+from .conftest import TINY, text
 from .gguf_writer import gguf_head_bytes
 
 pytestmark = pytest.mark.django_db
-
-TINY = {
-    "general.architecture": "llama",
-    "general.name": "tiny-llama",
-    "llama.block_count": 4,
-    "llama.embedding_length": 256,
-    "llama.context_length": 4096,
-    "llama.attention.head_count": 8,
-    "llama.attention.head_count_kv": 2,
-}
-
-
-def text(response) -> str:
-    return re.sub(r"\s+", " ", response.content.decode())
 
 
 def _string(s: str) -> bytes:

@@ -19,6 +19,7 @@ from benchmarks.models import RequestResult, Run
 from sizing.cmdline import parse_command
 from sizing.models import SizingSnapshot
 
+from .conftest import TINY, text
 from .gguf_writer import gguf_head_bytes
 
 pytestmark = pytest.mark.django_db
@@ -29,10 +30,6 @@ DEVSTRAL = {"model": "devstral-small-2-24b", "ctx_size": 16384, "gpu": GPU_16GB,
 # The investigation's published command (issue 11, item 4).
 PUBLISHED = "llama-server --model devstral.gguf --ctx-size 12288 --slots 1 -ctk q8_0 -ctv q8_0"
 MiB = 1024 * 1024
-
-
-def text(response: Any) -> str:
-    return re.sub(r"\s+", " ", response.content.decode())
 
 
 def results(response: Any) -> str:
@@ -233,16 +230,7 @@ def test_a_field_edited_after_the_command_changes_the_result_and_rewrites_the_co
 
 def test_uploading_a_gguf_head_keeps_the_command_and_the_workload(user_client: Client, settings: Any) -> None:
     settings.KVLAB_GGUF_HEAD_MAX_BYTES = 4096
-    tiny = {
-        "general.architecture": "llama",
-        "general.name": "tiny-llama",
-        "llama.block_count": 4,
-        "llama.embedding_length": 256,
-        "llama.context_length": 4096,
-        "llama.attention.head_count": 8,
-        "llama.attention.head_count_kv": 2,
-    }
-    head = gguf_head_bytes(tiny, [("token_embd.weight", (256, 3), 0)])
+    head = gguf_head_bytes(TINY, [("token_embd.weight", (256, 3), 0)])
     query = "model=llama-3.1-8b&quant=Q4_K_M&command=llama-server+-c+2048+-np+3&prompt_tokens=300&output_tokens=300"
     response = user_client.post(
         reverse("sizing-gguf"), {"head": SimpleUploadedFile("tiny.gguf", head), "query": query + "&concurrency=3"}

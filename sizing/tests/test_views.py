@@ -7,31 +7,11 @@ from django.urls import reverse
 from benchmarks.models import Run
 from sizing.models import GgufHead, SizingSnapshot
 
+from .conftest import DEVSTRAL_16GB as DEMO_QUERY
+from .conftest import TINY, text
 from .gguf_writer import gguf_head_bytes
 
 pytestmark = pytest.mark.django_db
-
-DEMO_QUERY = {
-    "model": "devstral-small-2-24b",
-    "ctx_size": 16384,
-    "gpu": "rtx-5060-ti-16gb",
-    "prompt_tokens": 4362,
-    "output_tokens": 1738,
-    "concurrency": 3,
-}
-TINY = {
-    "general.architecture": "llama",
-    "general.name": "tiny-llama",
-    "llama.block_count": 4,
-    "llama.embedding_length": 256,
-    "llama.context_length": 4096,
-    "llama.attention.head_count": 8,
-    "llama.attention.head_count_kv": 2,
-}
-
-
-def text(response) -> str:
-    return re.sub(r"\s+", " ", response.content.decode())
 
 
 def test_the_page_without_inputs_asks_for_a_model(client):
