@@ -135,14 +135,7 @@ def page_view(
             "errors": list(layout.errors),
             "warnings": list(layout.warnings),
             "caches": [asdict(c) for c in layout.caches],
-            "recurrent": None
-            if layout.recurrent is None
-            else {
-                "cells": layout.recurrent.cells,
-                "layers": layout.recurrent.layers,
-                "r_bytes": layout.recurrent.r_bytes,
-                "s_bytes": layout.recurrent.s_bytes,
-            },
+            "recurrent": None if layout.recurrent is None else asdict(layout.recurrent),
         },
         "kv_offload": s.flags.kv_offload,
         "prediction": None
