@@ -13,6 +13,7 @@ urlpatterns = [
     path("charts/regressions/", chart_views.regressions, name="chart-regressions"),
     path("vendor/plotly.min.js", chart_views.plotly_js, name="plotly-js"),
     path("runs/", views.run_list, name="run-list"),
+    path("runs/values/", views.value_suggestions, name="run-values"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),
     path("runs/<int:pk>/export.jsonl", views.run_export, name="run-export"),
     path("compare/", views.run_compare, name="run-compare"),

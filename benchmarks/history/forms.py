@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db.models import Count, F, QuerySet
+from django.db.models import F, QuerySet
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.html import format_html
 
 from ..models import Run
-from . import outcomes
+from . import outcomes, values
 
 # Public sort names -> Run columns. "-name" sorts descending.
 SORTS = {
@@ -30,25 +35,49 @@ PAGE_SIZES = (25, 50, 100, 200)
 OUTCOMES = [("", "any outcome")] + [(o, outcomes.LABELS[o]) for o in (outcomes.OK, outcomes.PARTIAL, outcomes.FAILED)]
 
 
-# How many values of a column a filter offers: the most used ones (STYLE 16, bounded by design).
-TOP_CHOICES = 50
 # Dates a filter accepts: a day after the last one must still be a date.
 FIRST_DAY, LAST_DAY = dt.date(1970, 1, 1), dt.date(9998, 12, 31)
 # Run ids are 64-bit signed integers on every engine.
 MAX_ID = 2**63 - 1
 
 
-def top_values(field: str, n: int = TOP_CHOICES) -> list[str]:
-    """The n values of a Run column held by the most runs (ties by value), in value order: one query."""
-    rows = Run.objects.exclude(**{field: ""}).values(field).annotate(n=Count("id")).order_by("-n", field)[:n]
-    return sorted(row[field] for row in rows)
+class SuggestInput(forms.TextInput):
+    """A text box with a datalist of values from the data, refreshed as the user types.
+
+    The datalist first holds the most used values; typing asks /runs/values/ (htmx, after a
+    250 ms pause) for the values matching the text, sent under the input's own name. Without
+    JavaScript the datalist keeps the most used values and a value typed in full still filters.
+    """
+
+    def __init__(self, attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.offered: Callable[[], list[str]] = list  # set by ValueFilterField.offer: read only when drawn
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> str:
+        list_id = f"{(attrs or {}).get('id') or 'id_' + name}-values"
+        attrs = {
+            **(attrs or {}),
+            "list": list_id,
+            "autocomplete": "off",
+            "hx-get": reverse("run-values"),
+            "hx-trigger": "input changed delay:250ms",
+            "hx-target": f"#{list_id}",
+            "hx-swap": "innerHTML",
+            "hx-sync": "this:replace",  # a newer text cancels the answer still coming for an older one
+            "hx-push-url": "false",  # the filter form pushes its URL; a suggestion is not a new state
+        }
+        options = render_to_string("benchmarks/value_options.html", {"values": self.offered()})
+        return format_html(
+            '{}<datalist id="{}">{}</datalist>', super().render(name, value, attrs, renderer), list_id, options
+        )
 
 
 class ValueFilterField(forms.CharField):
-    """Any value of a Run column, matched exactly, offered as a select of the most used values.
+    """Any value of a Run column, matched exactly, typed with the suggestions of a SuggestInput.
 
-    The select holds at most TOP_CHOICES values plus the current one, whatever the history
-    holds; any value that some run holds filters, listed or not (one indexed query to check).
+    The page offers at most values.TOP_CHOICES values whatever the history holds, and suggests
+    at most values.SUGGESTIONS for a typed text; any value that some run holds filters (one
+    indexed query to check).
     """
 
     default_error_messages = {"unknown": "Select a valid choice: no run has %(value)s as its %(column)s."}
@@ -56,36 +85,34 @@ class ValueFilterField(forms.CharField):
     def __init__(self, *, empty_label: str = "any", **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
         kwargs.setdefault("max_length", 200)
-        super().__init__(widget=forms.Select, **kwargs)
-        self.empty_label = empty_label
+        super().__init__(widget=SuggestInput(attrs={"placeholder": empty_label}), **kwargs)
         self.column = ""
-        self.offered: list[str] = []
 
     def validate(self, value: str) -> None:
         super().validate(value)
-        if (
-            value
-            and self.column
-            and value not in self.offered
-            and not Run.objects.filter(**{self.column: value}).exists()
-        ):
+        if value and self.column and not Run.objects.filter(**{self.column: value}).exists():
             raise forms.ValidationError(
                 self.error_messages["unknown"], code="unknown", params={"value": value, "column": self.column}
             )
 
-    def offer(self, column: str, values: list[str], current: object) -> None:
-        self.column, self.offered = column, values
-        choices = [("", self.empty_label)] + [(v, v) for v in values]
-        if isinstance(current, str) and current and len(current) <= 200 and current not in values:
-            choices.append((current, current))
-        self.widget.choices = choices  # type: ignore[attr-defined]
+    def offer(self, column: str, offered: Callable[[], list[str]]) -> None:
+        self.column = column
+        self.widget.offered = offered  # type: ignore[attr-defined]
 
 
 def offer_top(form: forms.Form, names: tuple[str, ...]) -> None:
-    for name in names:
-        field = form.fields.get(name)
-        if isinstance(field, ValueFilterField):
-            field.offer(name, top_values(name), form.data.get(name) if form.is_bound else form.initial.get(name))
+    """Let the form's value filters offer the most used values: one query for all of them, made
+    only when the form is drawn (an htmx swap of the results alone makes none)."""
+    fields = {name: form.fields[name] for name in names if isinstance(form.fields.get(name), ValueFilterField)}
+    top: dict[str, list[str]] = {}
+
+    def offered(name: str) -> list[str]:
+        if not top:
+            top.update(values.top_values(tuple(fields)))
+        return top[name]
+
+    for name, field in fields.items():
+        field.offer(name, partial(offered, name))  # type: ignore[attr-defined]
 
 
 def _date_field(label: str) -> forms.DateField:
@@ -147,6 +174,27 @@ class RunFilterForm(forms.Form):
 
 def _day_start(day: dt.date) -> dt.datetime:
     return dt.datetime.combine(day, dt.time.min, tzinfo=dt.UTC)
+
+
+class ValueSearchForm(forms.Form):
+    """/runs/values/: the text typed so far in one filter, under that filter's name (?model=qwen)."""
+
+    model = forms.CharField(required=False, max_length=200)
+    gpu = forms.CharField(required=False, max_length=200)
+    label = forms.CharField(required=False, max_length=200)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        named = [name for name in values.FILTER_COLUMNS if name in self.data]
+        if len(named) != 1:
+            raise forms.ValidationError(
+                "Name one filter to search: model, gpu or label (e.g. ?model=qwen).", code="column"
+            )
+        self.column = named[0]
+        return data
+
+    def suggestions(self) -> list[str]:
+        return values.suggest_values(self.column, self.cleaned_data[self.column])
 
 
 class CompareForm(forms.Form):

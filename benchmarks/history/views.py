@@ -24,7 +24,7 @@ from kvlab.uploads import SizeLimitUploadHandler, declared_length
 from ..models import FileImport, RequestResult, Run
 from .comparison import compare_rows
 from .exporter import export_lines
-from .forms import CompareForm, ImportForm, RunFilterForm
+from .forms import CompareForm, ImportForm, RunFilterForm, ValueSearchForm
 from .importer import import_bench_file
 from .metrics import distribution
 
@@ -47,6 +47,16 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     page = Paginator(runs, per_page).get_page(page_no)
     template = "benchmarks/run_list.html#run-table" if request.htmx else "benchmarks/run_list.html"
     return render(request, template, {"form": form, "page": page, "sort": form.current_sort}, status=status)
+
+
+@require_GET
+def value_suggestions(request: HtmxHttpRequest) -> HttpResponse:
+    """The <option>s a filter's datalist offers for the text typed so far (?model=qw): at most 20."""
+    form = ValueSearchForm(request.GET)
+    if not form.is_valid():
+        errors = [error for errors in form.errors.values() for error in errors]
+        return render(request, "benchmarks/value_options.html", {"errors": errors}, status=400)
+    return render(request, "benchmarks/value_options.html", {"values": form.suggestions()})
 
 
 @require_GET

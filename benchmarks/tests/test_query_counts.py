@@ -202,9 +202,9 @@ def _sizing(h: History) -> list[str]:
 # "session, user": a logged-in page reads its session and its user once each; an htmx
 # partial that never looks at the user skips both.
 PAGES = [
-    # session, user; model, GPU and label choices; count; the page
-    Page("run-list", lambda h: reverse("run-list"), 7, _run_keys),
-    Page("run-list-htmx", lambda h: reverse("run-list"), 5, _run_keys, htmx=True),
+    # session, user; the model, GPU and label choices (one query, only when the form is drawn); count; the page
+    Page("run-list", lambda h: reverse("run-list"), 5, _run_keys),
+    Page("run-list-htmx", lambda h: reverse("run-list"), 2, _run_keys, htmx=True),
     # session, user; the run; count and page of its requests; failures by type; the ok requests' timings
     Page(
         "run-detail",
@@ -289,17 +289,18 @@ PAGES = [
         5,
         lambda h: [*_run_links(h), 'id="trend-figure"', 'id="failures-figure"'],
     ),
-    # model, GPU and label choices; the points; session, user
-    Page("timeline", lambda h: reverse("chart-timeline"), 6, _timeline),
-    Page("timeline-htmx", lambda h: reverse("chart-timeline"), 4, _timeline, htmx=True),
+    # the model, GPU and label choices (only when the form is drawn); the points; session, user
+    Page("timeline", lambda h: reverse("chart-timeline"), 4, _timeline),
+    Page("timeline-htmx", lambda h: reverse("chart-timeline"), 1, _timeline, htmx=True),
     # the runs; their requests; session, user
     Page("chart-compare", lambda h: reverse("chart-compare"), 4, _compare_chart, params=_run_ids),
     Page("chart-compare-htmx", lambda h: reverse("chart-compare"), 2, _compare_chart, params=_run_ids, htmx=True),
-    # the model choices; the points per concurrency; session, user
+    # does a run hold the model; the model choices (only when the form is drawn); the points per
+    # concurrency; session, user
     Page(
         "load-curve",
         lambda h: reverse("chart-load"),
-        4,
+        5,
         lambda h: ['id="load-figure-plot"'],
         params=lambda h: {"model": MODEL},
     ),
