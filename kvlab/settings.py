@@ -46,6 +46,11 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def env_paths(name: str, default: str) -> list[str]:
+    """A ":"-separated list of paths, like $PATH."""
+    return [item for item in os.environ.get(name, default).split(":") if item]
+
+
 def local_secret_key() -> str:
     """A key generated once per checkout for local runs, kept out of the repo."""
     path = VAR_DIR / "secret_key"
@@ -191,6 +196,22 @@ KVLAB_JOB_STALE_S = env_int("KVLAB_JOB_STALE_S", 60)
 KVLAB_SERVER_ALLOWLIST = env_list("KVLAB_SERVER_ALLOWLIST", "127.0.0.0/8,::1/128")
 # kvlab's own web port (scripts/run.sh serves on it): never a benchmark target, like Redis and the database.
 KVLAB_PORT = env_int("KVLAB_PORT", 8000)
+
+# Launch hosts (sweeps): what the worker on THIS machine may start, read by the worker
+# from its own environment and announced to the web app; never set from a web form.
+# Paths are separated by ":"; a binary must be an executable file that only root or the
+# worker's user can change. The default is the llama-server scripts/build-llama-server.sh
+# built, and var/models (where the demo model is written).
+_built_server = Path.home() / ".cache" / "kvlab" / "llama-server-11434.0.0" / "bin" / "llama-server"
+KVLAB_LAUNCH_HOST = os.environ.get("KVLAB_LAUNCH_HOST", "")  # the name announced; the machine's hostname if empty
+KVLAB_LAUNCH_BINARIES = env_paths(
+    "KVLAB_LAUNCH_BINARIES",
+    os.environ.get("KVLAB_LLAMA_SERVER") or (str(_built_server) if _built_server.exists() else ""),
+)
+KVLAB_LAUNCH_MODELS_DIRS = env_paths("KVLAB_LAUNCH_MODELS_DIRS", str(VAR_DIR / "models"))
+KVLAB_LAUNCH_BIND = os.environ.get("KVLAB_LAUNCH_BIND", "127.0.0.1")  # anything but loopback is a choice made here
+KVLAB_LAUNCH_PORTS = os.environ.get("KVLAB_LAUNCH_PORTS", "18000-18099")
+KVLAB_LAUNCH_QUEUE = os.environ.get("KVLAB_LAUNCH_QUEUE", "")  # the worker's queue announced; derived if empty
 
 # Login throttling: this many failed logins for one account, or from one address, within the
 # window refuse further attempts for it until the window has passed. Counted in the default

@@ -11,17 +11,25 @@ from .work import Work, WorkState
 
 
 class LaunchHost(models.Model):
-    """A machine where a worker may start llama-server: what it may run, and where."""
+    """A machine where a worker may start llama-server, as that worker announced it.
+
+    Binaries, model directories, address and ports come from the worker's own settings
+    (sweeps/worker_host.py); staff may only describe the host (GPU, notes).
+    """
 
     name = models.CharField(max_length=100, unique=True)
-    binary_path = models.CharField(max_length=500, help_text="absolute path of llama-server on that machine")
-    models_dir = models.CharField(max_length=500, help_text="only GGUF files inside this directory can be launched")
+    binaries = models.JSONField(default=list, help_text="llama-server binaries the worker lists")
+    models_dirs = models.JSONField(default=list, help_text="model directories the worker lists")
+    gguf_files = models.JSONField(default=list, help_text='the .gguf files found there: [{"file", "bytes"}]')
+    problems = models.JSONField(default=list, help_text="settings the worker refused, with the reason")
     bind_address = models.GenericIPAddressField(default="127.0.0.1")
     port_min = models.PositiveIntegerField(default=18000)
     port_max = models.PositiveIntegerField(default=18099)
+    queue = models.CharField(max_length=100, blank=True, help_text="the Celery queue of the worker on that machine")
+    worker = models.CharField(max_length=200, blank=True, help_text="the worker that announced it")
+    announced_at = models.DateTimeField(null=True, blank=True)
     gpu = models.CharField("GPU", max_length=200, blank=True)
     gpu_mib = models.PositiveIntegerField("GPU memory (MiB)", null=True, blank=True)
-    queue = models.CharField(max_length=100, blank=True, help_text="the Celery queue of the worker on that machine")
     notes = models.TextField(blank=True)
 
     class Meta:
@@ -38,10 +46,19 @@ class LaunchHost(models.Model):
     def celery_queue(self) -> str:
         return self.queue or settings.CELERY_TASK_DEFAULT_QUEUE
 
+    @property
+    def model_files(self) -> list[str]:
+        return [str(m.get("file", "")) for m in self.gguf_files if isinstance(m, dict)]
+
+    @property
+    def launchable(self) -> bool:
+        return self.announced_at is not None and bool(self.binaries) and bool(self.models_dirs)
+
 
 class Sweep(Work):
     host = models.ForeignKey(LaunchHost, on_delete=models.PROTECT, related_name="sweeps")
     model_file = models.CharField(max_length=500, help_text="a GGUF file name inside the host's models directory")
+    binary = models.CharField(max_length=500, blank=True, help_text="one of the host's binaries; blank: its first")
     label = models.CharField(max_length=200, blank=True)
     params = models.JSONField(help_text="workload: prompt, n_predict, concurrencies, requests, repeats, timeout")
     preference = models.CharField(max_length=16, default="throughput")

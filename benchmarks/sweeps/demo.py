@@ -8,7 +8,6 @@ Three concurrent requests of 300 prompt + 300 output tokens against:
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from django.conf import settings
@@ -25,7 +24,6 @@ DEMO_PARAMS = {
     "repeats": 1,
     "timeout_s": 300,
 }
-CACHED_BINARY = Path.home() / ".cache" / "kvlab" / "llama-server-11434.0.0" / "bin" / "llama-server"
 
 
 def demo_models_dir() -> Path:
@@ -44,16 +42,13 @@ def ensure_demo_model() -> Path:
     return path
 
 
-def ensure_demo_host() -> LaunchHost:
-    """A loopback host serving the demo model with the llama-server kvlab builds."""
-    binary = os.environ.get("KVLAB_LLAMA_SERVER") or str(CACHED_BINARY)
-    ensure_demo_model()
-    host, _ = LaunchHost.objects.get_or_create(
-        name="local demo",
-        defaults={
-            "binary_path": binary,
-            "models_dir": str(demo_models_dir()),
-            "notes": "created for the built-in demo sweep; llama-server from scripts/build-llama-server.sh",
-        },
-    )
-    return host
+def demo_host() -> LaunchHost | None:
+    """A host whose worker announced the demo model (a local worker does: var/models is its default)."""
+    hosts = LaunchHost.objects.exclude(announced_at=None).exclude(binaries=[]).order_by("-announced_at")
+    return next((h for h in hosts[:50] if DEMO_MODEL in h.model_files), None)
+
+
+NO_DEMO_HOST = (
+    "no worker has announced the demo model: start a worker on this machine (make run does) after "
+    "scripts/build-llama-server.sh, or list the llama-server binary in its KVLAB_LAUNCH_BINARIES"
+)

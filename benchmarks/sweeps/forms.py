@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.db.models import QuerySet
 
 from ..models import LaunchHost
 from . import launcher
@@ -15,26 +16,25 @@ MAX_FLAG_SETS = 20
 
 
 class LaunchHostForm(forms.ModelForm):
+    """What staff may say about a host. What it may launch is the worker's own settings."""
+
     class Meta:
         model = LaunchHost
-        fields = [
-            "name",
-            "binary_path",
-            "models_dir",
-            "bind_address",
-            "port_min",
-            "port_max",
-            "gpu",
-            "gpu_mib",
-            "queue",
-            "notes",
-        ]
+        fields = ["gpu", "gpu_mib", "notes"]
 
-    def clean(self) -> dict[str, Any]:
-        data = super().clean()
-        if data.get("port_min") and data.get("port_max") and data["port_min"] > data["port_max"]:
-            raise forms.ValidationError("The port range is empty: port_min is above port_max.")
-        return data
+
+def launchable_hosts() -> QuerySet[LaunchHost]:
+    return LaunchHost.objects.exclude(announced_at=None).exclude(binaries=[]).exclude(models_dirs=[])
+
+
+def announced_models(limit: int = 500) -> list[str]:
+    """The .gguf names the launchable hosts announced, for the form's suggestions (bounded)."""
+    names: dict[str, None] = {}
+    for files in launchable_hosts().values_list("gguf_files", flat=True)[:50]:
+        for entry in files:
+            if isinstance(entry, dict) and len(names) < limit:
+                names[str(entry.get("file", ""))] = None
+    return list(names)
 
 
 def parse_concurrencies(text: str) -> list[int]:
@@ -49,8 +49,18 @@ def parse_concurrencies(text: str) -> list[int]:
 
 
 class SweepForm(forms.Form):
-    host = forms.ModelChoiceField(queryset=LaunchHost.objects.all())
-    model_file = forms.CharField(max_length=500, help_text="a .gguf file in the host's models directory")
+    host = forms.ModelChoiceField(
+        queryset=launchable_hosts(),
+        help_text="hosts whose worker announced a binary and a model directory",
+    )
+    model_file = forms.CharField(
+        max_length=500,
+        help_text="one of the .gguf files the host's worker announced",
+        widget=forms.TextInput(attrs={"list": "announced-models"}),
+    )
+    binary = forms.CharField(
+        max_length=500, required=False, help_text="one of the host's binaries; empty: the first it lists"
+    )
     label = forms.CharField(max_length=200, required=False)
     flag_sets = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 5}),
@@ -92,11 +102,14 @@ class SweepForm(forms.Form):
         data = super().clean()
         if not data.get("prompt_tokens") and not (data.get("prompt_text") or "").strip():
             raise forms.ValidationError("Give a synthetic prompt length or paste a real prompt.")
-        if data.get("host") and data.get("model_file"):
-            try:
-                launcher.model_path(data["host"], data["model_file"])
-            except launcher.LaunchRefused as exc:
-                self.add_error("model_file", str(exc))
+        host = data.get("host")
+        if host and data.get("model_file") and data["model_file"] not in host.model_files:
+            self.add_error(
+                "model_file",
+                f"{data['model_file']!r} is not among the .gguf files the worker on {host.name} announced",
+            )
+        if host and data.get("binary") and data["binary"] not in host.binaries:
+            self.add_error("binary", f"not among the binaries the worker on {host.name} announced")
         return data
 
     def params(self) -> dict[str, Any]:
@@ -120,7 +133,7 @@ class CommandSweepForm(SweepForm):
     """The sweep form of `manage.py sweep`: the launch host by name."""
 
     host = forms.ModelChoiceField(
-        queryset=LaunchHost.objects.all(),
+        queryset=launchable_hosts(),
         to_field_name="name",
-        error_messages={"invalid_choice": "no launch host has that name"},
+        error_messages={"invalid_choice": "no launch host of that name has been announced by a worker"},
     )

@@ -1,8 +1,9 @@
 """Start and stop llama-server as a child the worker owns. No shell, no free-form arguments.
 
 A flag set is parsed into the flags kvlab models (sizing.cmdline) and rebuilt from
-them; anything else is refused. The model must be a .gguf inside the host's models
-directory; the port comes from the host's range. The child dies with its worker
+them; anything else is refused. The binary, the model directory, the address and the
+ports come from the worker's own settings (worker_host.LaunchConfig), never from the
+database. The child dies with its worker
 (PR_SET_PDEATHSIG), runs in its own process group, and is always stopped: terminate,
 then kill.
 """
@@ -26,7 +27,7 @@ from typing import IO
 
 from sizing.cmdline import ParsedCommand, parse_command, to_command
 
-from ..models import LaunchHost
+from .worker_host import LaunchConfig
 
 PR_SET_PDEATHSIG = 1
 LOG_TAIL_BYTES = 6000
@@ -74,19 +75,7 @@ def checked_flags(command: str) -> ParsedCommand:
     return parsed
 
 
-def model_path(host: LaunchHost, model_file: str) -> Path:
-    root = Path(host.models_dir).resolve()
-    path = (root / model_file).resolve()
-    if root not in path.parents:
-        raise LaunchRefused(f"{model_file!r} is not inside the host's models directory {root}")
-    if path.suffix != ".gguf":
-        raise LaunchRefused(f"{model_file!r} is not a .gguf file")
-    if not path.is_file():
-        raise LaunchRefused(f"{model_file!r} does not exist in {root}")
-    return path
-
-
-def free_port(host: LaunchHost) -> int:
+def free_port(host: LaunchConfig) -> int:
     for port in range(host.port_min, host.port_max + 1):
         with socket.socket() as sock:
             try:
@@ -104,7 +93,8 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 
 def launch(
-    host: LaunchHost,
+    host: LaunchConfig,
+    binary: str,
     model: Path,
     parsed: ParsedCommand,
     *,
@@ -113,7 +103,7 @@ def launch(
 ) -> LaunchedServer:
     port = free_port(host)
     flags = to_command(parsed.flags, str(model))[1:]  # rebuilt from the parsed flags only
-    args = [host.binary_path, *flags, "--host", host.bind_address, "--port", str(port), "-lv", "4", "--no-webui"]
+    args = [binary, *flags, "--host", host.bind_address, "--port", str(port), "-lv", "4", "--no-webui"]
     log_file = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the server's life, closed by the caller
     try:
         process = subprocess.Popen(  # noqa: S603 - an argument list, never a shell
@@ -121,7 +111,7 @@ def launch(
         )
     except OSError as exc:
         log_file.close()
-        raise LaunchFailed(f"cannot run {host.binary_path}: {exc.strerror}", "") from None
+        raise LaunchFailed(f"cannot run {binary}: {exc.strerror}", "") from None
     server = LaunchedServer(process, f"http://{host.bind_address}:{port}", args, log_file)
     deadline = time.monotonic() + timeout_s
     while True:

@@ -20,13 +20,14 @@ from ..models import Job, LaunchHost, Sweep, SweepConfig
 
 def create_sweep(
     host: LaunchHost, model_file: str, flag_sets: list[str], params: dict[str, Any], *, label: str = "",
-    preference: str = "throughput", user: Any = None,
+    preference: str = "throughput", user: Any = None, binary: str = "",
 ) -> Sweep:  # fmt: skip
     """Store a sweep and its flag sets, and enqueue it on the host's queue once committed."""
     with transaction.atomic():
         sweep = Sweep.objects.create(
             host=host,
             model_file=model_file,
+            binary=binary,
             label=label,
             params=params,
             preference=preference,

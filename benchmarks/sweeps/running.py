@@ -9,6 +9,7 @@ the prediction beside it, and a calibration point.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from sizing.workload import Workload
 
 from ..jobs import execution
 from ..models import CalibrationPoint, Job, Sweep, SweepConfig
-from . import launcher
+from . import launcher, worker_host
 
 log = logging.getLogger(__name__)
 GGUF_HEAD_LIMIT = 256 * 1024 * 1024
@@ -34,12 +35,20 @@ def run_sweep(sweep_id: int, worker: str = "") -> str:
         return Sweep.objects.filter(pk=sweep_id).values_list("state", flat=True).first() or "missing"
     sweep = Sweep.objects.select_related("host").get(pk=sweep_id)
     try:
-        model = launcher.model_path(sweep.host, sweep.model_file)
+        machine = worker_host.current()  # this worker's own settings, not the database's
+        if machine.name != sweep.host.name:
+            raise worker_host.NotLaunchable(
+                f"the sweep is for host {sweep.host.name} but reached the worker on {machine.name} "
+                f"(queue {sweep.host.celery_queue}): start that host's worker with its own queue"
+            )
+        binary = machine.binary(sweep.binary)
+        model = machine.model(sweep.model_file)
         with model.open("rb") as fh:
             head = read_gguf_head(fh, limit=GGUF_HEAD_LIMIT)
         params = model_params(head.metadata)
-    except (launcher.LaunchRefused, GGUFError, ModelSpecError, OSError) as exc:
-        Sweep.finish(sweep.pk, Sweep.State.FAILED, f"the model cannot be used: {exc}")
+    except (worker_host.NotLaunchable, GGUFError, ModelSpecError, OSError) as exc:
+        reason = "not launchable here" if isinstance(exc, worker_host.NotLaunchable) else "the model cannot be used"
+        Sweep.finish(sweep.pk, Sweep.State.FAILED, f"{reason}: {exc}")
         SweepConfig.objects.filter(sweep=sweep, outcome=SweepConfig.Outcome.PENDING).update(
             outcome=SweepConfig.Outcome.CANCELLED, error="the sweep failed before this flag set"
         )
@@ -48,7 +57,7 @@ def run_sweep(sweep_id: int, worker: str = "") -> str:
         for config in sweep.configs.order_by("position"):
             if Sweep.beat(sweep.pk):
                 break
-            _run_config(sweep, config, model, params, head.weights_bytes)
+            _run_config(sweep, config, Launch(machine, binary, model), params, head.weights_bytes)
         cancelled = Sweep.objects.filter(pk=sweep.pk, cancel_requested=True).exists()
         SweepConfig.objects.filter(sweep=sweep, outcome=SweepConfig.Outcome.PENDING).update(
             outcome=SweepConfig.Outcome.CANCELLED, error="the sweep was cancelled before this flag set"
@@ -71,7 +80,16 @@ def _workload(sweep: Sweep, concurrency: int) -> Workload | None:
     return Workload(int(prompt), int(sweep.params["n_predict"]), concurrency, sweep.preference)
 
 
-def _run_config(sweep: Sweep, config: SweepConfig, model: Path, params: Any, weights: int | None) -> None:
+@dataclass(frozen=True)
+class Launch:
+    """What this worker starts for each flag set: checked against its own settings."""
+
+    machine: worker_host.LaunchConfig
+    binary: str
+    model: Path
+
+
+def _run_config(sweep: Sweep, config: SweepConfig, launch: Launch, params: Any, weights: int | None) -> None:
     now = timezone.now()
     try:
         parsed = launcher.checked_flags(config.command)
@@ -95,8 +113,9 @@ def _run_config(sweep: Sweep, config: SweepConfig, model: Path, params: Any, wei
     config.save(update_fields=["predicted", "started_at"])
     try:
         server = launcher.launch(
-            sweep.host,
-            model,
+            launch.machine,
+            launch.binary,
+            launch.model,
             parsed,
             should_stop=lambda: Sweep.objects.filter(pk=sweep.pk, cancel_requested=True).exists(),
         )

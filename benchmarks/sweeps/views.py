@@ -1,12 +1,15 @@
-"""Launch hosts and sweeps in the browser (staff create them), and the sweep result page."""
+"""Launch hosts (announced by their workers, described by staff), sweeps, and the sweep result page."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from kvlab.http import HtmxHttpRequest
@@ -14,22 +17,34 @@ from kvlab.http import HtmxHttpRequest
 from ..history.forms import CompareForm
 from ..jobs.lifecycle import worker_available
 from ..models import LaunchHost, Run, Sweep
-from . import demo
-from .forms import LaunchHostForm, SweepForm
+from . import demo, worker_host
+from .forms import LaunchHostForm, SweepForm, announced_models
 from .lifecycle import create_sweep
 from .results import config_rows
+
+MAX_HOSTS = 200
 
 
 @staff_member_required
 @require_GET
 def host_list(request: HtmxHttpRequest) -> HttpResponse:
-    return render(request, "benchmarks/host_list.html", {"hosts": LaunchHost.objects.all()})
+    hosts = LaunchHost.objects.all()[:MAX_HOSTS]
+    context = {"hosts": hosts, "max_hosts": MAX_HOSTS, "refreshed": request.GET.get("refreshed", "")[:200]}
+    return render(request, "benchmarks/host_list.html", context)
+
+
+@staff_member_required
+@require_POST
+def host_refresh(request: HtmxHttpRequest) -> HttpResponse:
+    """Ask the workers to announce again (after models were added on a host)."""
+    outcome = worker_host.ask_workers_to_announce()
+    return redirect(f"{reverse('host-list')}?{urlencode({'refreshed': outcome})}")
 
 
 @staff_member_required
 @require_http_methods(["GET", "POST"])
-def host_edit(request: HtmxHttpRequest, pk: int | None = None) -> HttpResponse:
-    host = get_object_or_404(LaunchHost, pk=pk) if pk else None
+def host_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    host = get_object_or_404(LaunchHost, pk=pk)
     form = LaunchHostForm(request.POST or None, instance=host)
     if request.method == "POST":
         if not form.is_valid():
@@ -50,17 +65,18 @@ def sweep_list(request: HtmxHttpRequest) -> HttpResponse:
 def sweep_new(request: HtmxHttpRequest) -> HttpResponse:
     initial = {"flag_sets": "\n".join(request.GET.getlist("flags"))} if request.GET.getlist("flags") else None
     form = SweepForm(request.POST or None, initial=initial)
+    context = {"form": form, "announced": announced_models()}
     if request.method == "GET":
-        return render(request, "benchmarks/sweep_form.html", {"form": form})
+        return render(request, "benchmarks/sweep_form.html", context)
     if not form.is_valid():
-        return render(request, "benchmarks/sweep_form.html", {"form": form}, status=400)
+        return render(request, "benchmarks/sweep_form.html", context, status=400)
     problem = worker_available()
     if problem:
-        return render(request, "benchmarks/sweep_form.html", {"form": form, "submit_error": problem}, status=503)
+        return render(request, "benchmarks/sweep_form.html", {**context, "submit_error": problem}, status=503)
     d = form.cleaned_data
     sweep = create_sweep(
         d["host"], d["model_file"], d["flag_sets"], form.params(), label=d["label"], preference=d["preference"],
-        user=request.user,
+        user=request.user, binary=d["binary"],
     )  # fmt: skip
     return redirect("sweep-detail", pk=sweep.pk)
 
@@ -69,10 +85,12 @@ def sweep_new(request: HtmxHttpRequest) -> HttpResponse:
 @require_POST
 def sweep_demo(request: HtmxHttpRequest) -> HttpResponse:
     problem = worker_available()
-    if problem:
-        return render(request, "benchmarks/sweep_form.html", {"form": SweepForm(), "submit_error": problem}, status=503)
+    host = demo.demo_host()
+    if problem or host is None:
+        context = {"form": SweepForm(), "announced": announced_models(), "submit_error": problem or demo.NO_DEMO_HOST}
+        return render(request, "benchmarks/sweep_form.html", context, status=503)
     sweep = create_sweep(
-        demo.ensure_demo_host(), demo.DEMO_MODEL, demo.DEMO_FLAG_SETS, demo.DEMO_PARAMS, label="demo",
+        host, demo.DEMO_MODEL, demo.DEMO_FLAG_SETS, demo.DEMO_PARAMS, label="demo",
         user=request.user,
     )  # fmt: skip
     return redirect("sweep-detail", pk=sweep.pk)

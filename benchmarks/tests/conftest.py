@@ -39,3 +39,20 @@ def flat(**overrides: Any) -> dict[str, Any]:
 
 def jsonl(*records: dict[str, Any] | bytes) -> bytes:
     return b"".join((r if isinstance(r, bytes) else orjson.dumps(r)) + b"\n" for r in records)
+
+
+def announced_host(name: str, models_dir: Path, files: tuple[str, ...] = ("m.gguf",), **fields: Any) -> Any:
+    """A launch host as its worker would announce it, with these .gguf files written into models_dir."""
+    from django.utils import timezone
+
+    from benchmarks.models import LaunchHost
+
+    for file in files:
+        (models_dir / file).write_bytes(b"GGUF")
+    defaults = {
+        "binaries": ["/opt/llama/llama-server"],
+        "models_dirs": [str(models_dir)],
+        "gguf_files": [{"file": f, "bytes": 4} for f in files],
+        "announced_at": timezone.now(),
+    }
+    return LaunchHost.objects.create(name=name, **{**defaults, **fields})

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 
 from benchmarks.models import FileImport, RequestResult, Run
 
-from .conftest import DEMO_PATH, flat, jsonl
+from .conftest import DEMO_PATH, announced_host, flat, jsonl
 
 pytestmark = pytest.mark.django_db
 
@@ -133,15 +133,14 @@ def test_bench_refuses_a_prompt_file_the_form_refuses(tmp_path):
         (["--requests", "0"], "--requests: Ensure this value is greater than or equal to 1."),
         (["--prompt-tokens", "0"], "--prompt-tokens: Ensure this value is greater than or equal to 1."),
         (["--prefer", "cheapest"], "--prefer: Select a valid choice."),
-        (["--host", "nowhere"], "--host: no launch host has that name"),
+        (["--host", "nowhere"], "--host: no launch host of that name has been announced by a worker"),
         (["--flags", "-c 1024; rm -rf /"], "--flags: Flag set 2:"),
     ],
 )
 def test_sweep_checks_its_options_with_the_sweep_form(tmp_path, args, message):
-    from benchmarks.models import LaunchHost, Sweep
+    from benchmarks.models import Sweep
 
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
-    LaunchHost.objects.create(name="h", binary_path="/x", models_dir=str(tmp_path))
+    announced_host("h", tmp_path)
     options = {"--host": "h", "--model": "m.gguf"}
     options.update(dict(zip(args[::2], args[1::2], strict=True)))
     argv = [part for pair in options.items() for part in pair if pair[0] != "--flags"]

@@ -53,3 +53,19 @@ def test_jobs_take_their_servers_target_and_sweep_servers_leave_the_registry(tmp
     )  # fmt: skip
     job = Job.objects.get(pk=swept)
     assert (job.server_id, job.base_url, job.launch_command) == (None, "http://127.0.0.1:18000", "llama-server -c 1024")
+
+
+def test_web_configured_launch_hosts_keep_their_sweeps_and_wait_for_their_worker(tmp_path):
+    apps = migrate([("benchmarks", "0006_job_live")])
+    LaunchHost, Sweep = apps.get_model("benchmarks", "LaunchHost"), apps.get_model("benchmarks", "Sweep")
+    host = LaunchHost.objects.create(name="h", binary_path="/opt/llama/llama-server", models_dir="/srv/models")
+    sweep = Sweep.objects.create(host=host, model_file="m.gguf", params={})
+
+    apps = migrate([("benchmarks", "0008_launch_hosts_drop_form_paths")])
+    LaunchHost, Sweep = apps.get_model("benchmarks", "LaunchHost"), apps.get_model("benchmarks", "Sweep")
+    host = LaunchHost.objects.get(name="h")
+    assert Sweep.objects.get(pk=sweep.pk).host_id == host.pk
+    # nothing to launch until the worker announces; the old paths are told to the admin
+    assert (host.binaries, host.models_dirs, host.announced_at) == ([], [], None)
+    assert "/opt/llama/llama-server" in host.notes and "/srv/models" in host.notes
+    assert "KVLAB_LAUNCH_BINARIES" in host.notes

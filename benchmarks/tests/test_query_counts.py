@@ -107,7 +107,7 @@ def build_history(size: int, import_bytes: Callable[..., FileImport]) -> History
     Run.objects.update(job=jobs[0])
 
     hosts = [
-        LaunchHost.objects.create(name=f"host-{i}", binary_path="/opt/llama-server", models_dir="/models")
+        LaunchHost.objects.create(name=f"host-{i}", binaries=["/opt/llama-server"], models_dirs=["/models"])
         for i in range(size)
     ]
     sweep_params = {"requests": 3, "prompt_tokens": 300, "n_predict": 100, "concurrencies": [1, 3]}

@@ -9,6 +9,8 @@ from benchmarks.models import LaunchHost, Sweep, SweepConfig
 from benchmarks.sweeps import launcher
 from benchmarks.sweeps.results import config_rows
 
+from .conftest import announced_host
+
 pytestmark = pytest.mark.django_db
 
 
@@ -21,9 +23,8 @@ def staff_client(db):
 
 @pytest.fixture
 def host(tmp_path):
-    (tmp_path / "tiny.gguf").write_bytes(b"GGUF")
     (tmp_path / "notes.txt").write_text("x")
-    return LaunchHost.objects.create(name="gpu-1", binary_path="/opt/llama-server", models_dir=str(tmp_path))
+    return announced_host("gpu-1", tmp_path, ("tiny.gguf",))
 
 
 def sweep_data(host, **overrides):
@@ -43,7 +44,7 @@ def sweep_data(host, **overrides):
 
 
 def test_hosts_and_sweeps_are_for_staff_only(client, user_client, host):
-    for url in (reverse("host-list"), reverse("host-new"), reverse("sweep-new")):
+    for url in (reverse("host-list"), reverse("host-edit", args=[host.pk]), reverse("sweep-new")):
         assert client.get(url).status_code == 302
         assert user_client.get(url).status_code == 302
     assert user_client.post(reverse("sweep-new"), sweep_data(host)).status_code == 302
@@ -58,9 +59,10 @@ def test_hosts_and_sweeps_are_for_staff_only(client, user_client, host):
         ({"flag_sets": "-c 1024; rm -rf /"}, "not allowed"),
         ({"flag_sets": "-c 1024 -m /etc/passwd"}, "leave -m out"),
         ({"flag_sets": "-np 0"}, "-np 0: must be -1 (auto) or 1 to 256"),
-        ({"model_file": "../escape.gguf"}, "is not inside the host&#x27;s models directory"),
-        ({"model_file": "notes.txt"}, "is not a .gguf file"),
-        ({"model_file": "missing.gguf"}, "does not exist"),
+        ({"model_file": "../escape.gguf"}, "is not among the .gguf files the worker on gpu-1 announced"),
+        ({"model_file": "notes.txt"}, "is not among the .gguf files the worker on gpu-1 announced"),
+        ({"model_file": "missing.gguf"}, "is not among the .gguf files the worker on gpu-1 announced"),
+        ({"binary": "/bin/sh"}, "not among the binaries the worker on gpu-1 announced"),
         ({"concurrencies": "1,two"}, "Concurrencies are whole numbers"),
     ],
 )
@@ -77,17 +79,26 @@ def test_a_flag_set_is_rebuilt_from_parsed_flags_only():
         launcher.checked_flags("-c 1024 --rpc 10.0.0.1:50052")
 
 
-def test_a_host_needs_a_sane_port_range(staff_client):
-    data = {
-        "name": "h",
-        "binary_path": "/x",
-        "models_dir": "/m",
-        "bind_address": "127.0.0.1",
-        "port_min": 9000,
-        "port_max": 8000,
-    }
-    response = staff_client.post(reverse("host-new"), data)
-    assert response.status_code == 400 and "The port range is empty" in response.content.decode()
+def test_staff_describe_a_host_but_cannot_make_it_run_another_binary(staff_client, host, tmp_path):
+    data = {"gpu": "RTX 4090", "gpu_mib": 24564, "notes": "rack 2", "binaries": '["/bin/sh"]', "models_dirs": '["/"]'}
+    response = staff_client.post(reverse("host-edit", args=[host.pk]), data)
+    assert response.status_code == 302
+    host.refresh_from_db()
+    assert (host.gpu, host.gpu_mib, host.notes) == ("RTX 4090", 24564, "rack 2")
+    assert host.binaries == ["/opt/llama/llama-server"] and host.models_dirs == [str(tmp_path)]
+    page = staff_client.get(reverse("host-list")).content.decode()
+    assert "/opt/llama/llama-server" in page and "KVLAB_LAUNCH_BINARIES" in page
+    assert "Add a launch host" not in page
+
+
+def test_a_host_no_worker_announced_is_not_offered_for_sweeps(staff_client, host, tmp_path):
+    silent = LaunchHost.objects.create(name="old-host", notes="from before 0007")
+    form_page = staff_client.get(reverse("sweep-new")).content.decode()
+    assert "gpu-1" in form_page and "old-host" not in form_page
+    assert '<option value="tiny.gguf">' in form_page  # the announced models are suggested
+    response = staff_client.post(reverse("sweep-new"), sweep_data(silent))
+    assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
+    assert "never: not launchable" in staff_client.get(reverse("host-list")).content.decode()
 
 
 def test_the_result_page_compares_predicted_and_reported_memory(client, host):

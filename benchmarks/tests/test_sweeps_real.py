@@ -7,7 +7,9 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import time
+from datetime import datetime
 from io import StringIO
 from pathlib import Path
 
@@ -16,11 +18,13 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from benchmarks.jobs.forms import JobForm
 from benchmarks.models import CalibrationPoint, Job, LaunchHost, Server, Sweep, SweepConfig
 from benchmarks.sweeps import demo as demo_sweep
 from benchmarks.sweeps.lifecycle import create_sweep
+from kvlab.tests.processes import stop_process
 from sizing.server_log import mib
 
 from .test_jobs_real import broker, start_worker, worker  # noqa: F401, F811  (real worker fixtures)
@@ -44,9 +48,63 @@ def wait_sweep(sweep: Sweep, timeout: float = 240) -> Sweep:
 
 
 @pytest.fixture
-def demo_host(llama_server_binary, monkeypatch) -> LaunchHost:
-    monkeypatch.setenv("KVLAB_LLAMA_SERVER", str(llama_server_binary))
-    return demo_sweep.ensure_demo_host()
+def launch_env(llama_server_binary, monkeypatch) -> datetime:
+    """The launch settings of the workers this test starts: the built llama-server and var/models."""
+    monkeypatch.setenv("KVLAB_LAUNCH_BINARIES", str(llama_server_binary))
+    monkeypatch.setenv("KVLAB_LAUNCH_MODELS_DIRS", str(demo_sweep.demo_models_dir()))
+    return timezone.now()
+
+
+def announced(since: datetime, timeout: float = 30) -> LaunchHost:
+    """The demo host as a worker started after `since` announced it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        host = demo_sweep.demo_host()
+        if host is not None and host.announced_at >= since:
+            return host
+        time.sleep(0.2)
+    pytest.fail("no worker announced the demo model")
+
+
+@pytest.fixture
+def demo_host(launch_env, worker) -> LaunchHost:  # noqa: F811
+    return announced(launch_env)
+
+
+def test_a_worker_announces_only_what_its_own_settings_allow(launch_env, llama_server_binary, broker, monkeypatch):  # noqa: F811
+    script = Path(tempfile.mkdtemp()) / "llama-server"  # under /tmp: anyone may replace it
+    script.write_text("#!/bin/sh\nexec /bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("KVLAB_LAUNCH_BINARIES", f"{llama_server_binary}:{script}:relative/llama-server")
+    monkeypatch.setenv("KVLAB_LAUNCH_MODELS_DIRS", f"{demo_sweep.demo_models_dir()}:/")
+    proc = start_worker(broker, f"announce-{os.getpid()}@test")
+    try:
+        host = announced(launch_env)
+    finally:
+        stop_process(proc, timeout=20)
+    assert host.binaries == [str(llama_server_binary)]
+    assert host.models_dirs == [str(demo_sweep.demo_models_dir().resolve())]
+    assert (host.bind_address, host.queue, host.worker) == ("127.0.0.1", "kvlab", f"announce-{os.getpid()}@test")
+    assert demo_sweep.DEMO_MODEL in host.model_files
+    problems = " | ".join(host.problems)
+    assert f"{script.parent} is writable by other users" in problems or "/tmp is writable" in problems, problems
+    assert "'relative/llama-server': not an absolute path" in problems
+    assert "model directory /: a system directory" in problems
+
+
+def test_new_models_show_when_staff_ask_the_workers_to_announce(demo_host, worker):  # noqa: F811
+    extra = demo_sweep.demo_models_dir() / "kvlab-test-added.gguf"
+    extra.write_bytes(b"GGUF")
+    try:
+        assert "kvlab-test-added.gguf" not in demo_host.model_files
+        staff = Client()
+        staff.force_login(User.objects.create_user("ops", password="a-long-test-password", is_staff=True))
+        page = staff.post(reverse("host-refresh"), follow=True).content.decode()
+        assert "1 worker announced again." in page
+        demo_host.refresh_from_db()
+        assert "kvlab-test-added.gguf" in demo_host.model_files
+    finally:
+        extra.unlink()
 
 
 def test_the_demo_sweep_reproduces_the_investigation_and_its_predictions(demo_host, worker):  # noqa: F811
@@ -128,9 +186,10 @@ def test_cancelling_mid_sweep_leaves_no_llama_server_behind(demo_host, worker): 
     assert servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL) == []
 
 
-def test_a_killed_worker_takes_its_llama_server_with_it(demo_host, broker):  # noqa: F811
+def test_a_killed_worker_takes_its_llama_server_with_it(launch_env, broker):  # noqa: F811
     victim = start_worker(broker, f"sweep-victim-{os.getpid()}@test")
     try:
+        demo_host = announced(launch_env)
         params = {
             "prompt_tokens": 50,
             "n_predict": 400,

@@ -25,6 +25,7 @@ from benchmarks.management.commands import sweep as sweep_command
 from benchmarks.models import Job, LaunchHost, RequestResult, Run, Server, Sweep, SweepConfig
 from benchmarks.sweeps.lifecycle import create_sweep
 
+from .conftest import announced_host
 from .fake_server import FakeServer
 
 pytestmark = pytest.mark.django_db
@@ -207,7 +208,7 @@ def test_a_job_whose_worker_was_lost_says_so_and_what_it_kept(client):
 
 def test_a_sweep_row_says_what_its_requests_found_not_only_that_it_ran(client, tmp_path):
     sweep = Sweep.objects.create(
-        host=LaunchHost.objects.create(name="h", binary_path="/x", models_dir=str(tmp_path)),
+        host=LaunchHost.objects.create(name="h", binaries=["/x"], models_dirs=[str(tmp_path)]),
         model_file="m.gguf", params={"requests": 3, "prompt_tokens": 300, "n_predict": 300, "concurrencies": [3]},
         state="succeeded",
     )  # fmt: skip
@@ -309,8 +310,7 @@ def test_bench_wait_exits_non_zero_when_requests_failed(monkeypatch, fake):
 
 
 def test_sweep_wait_exits_non_zero_when_requests_failed(monkeypatch, tmp_path):
-    (tmp_path / "m.gguf").write_bytes(b"GGUF")
-    LaunchHost.objects.create(name="h", binary_path="/x", models_dir=str(tmp_path))
+    announced_host("h", tmp_path)
 
     def create_and_finish(*args, **kwargs):
         sweep = create_sweep(*args, **kwargs)

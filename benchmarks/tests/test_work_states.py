@@ -15,7 +15,7 @@ def work(request, tmp_path):
     if request.param == "job":
         server = Server.objects.create(name="s", base_url="http://127.0.0.1:9")
         return Job.objects.create(server=server, base_url=server.base_url, params={"requests": 1})
-    host = LaunchHost.objects.create(name="h", binary_path="/x", models_dir=str(tmp_path))
+    host = LaunchHost.objects.create(name="h", binaries=["/x"], models_dirs=[str(tmp_path)])
     return Sweep.objects.create(host=host, model_file="m.gguf", params={})
 
 
@@ -70,7 +70,7 @@ def test_the_reaper_fails_it_only_if_its_heartbeat_has_not_moved(work):
 
 
 def test_cancelling_a_running_sweep_asks_its_running_job_too(tmp_path):
-    host = LaunchHost.objects.create(name="h", binary_path="/x", models_dir=str(tmp_path))
+    host = LaunchHost.objects.create(name="h", binaries=["/x"], models_dirs=[str(tmp_path)])
     sweep = Sweep.objects.create(host=host, model_file="m.gguf", params={})
     config = sweep.configs.create(position=0, command="-c 512")
     job = Job.objects.create(base_url="http://127.0.0.1:9", params={}, sweep_config=config, state="running")

@@ -16,7 +16,7 @@ SECRET = "sk-kvlab-test-0123456789abcdef"
 def objects(tmp_path):
     server = Server.objects.create(name="s", base_url="http://127.0.0.1:9", api_key=SECRET)
     job = Job.objects.create(server=server, params={"requests": 1})
-    host = LaunchHost.objects.create(name="h", binary_path="/x", models_dir=str(tmp_path))
+    host = LaunchHost.objects.create(name="h", binaries=["/x"], models_dirs=[str(tmp_path)])
     sweep = Sweep.objects.create(host=host, model_file="m.gguf", params={})
     return {"server": server.pk, "job": job.pk, "host": host.pk, "sweep": sweep.pk}
 
@@ -31,8 +31,8 @@ WRITES = [
     ("server-new", None, True),
     ("server-edit", "server", True),
     ("server-probe", "server", True),
-    ("host-new", None, True),
     ("host-edit", "host", True),
+    ("host-refresh", None, True),
     ("sweep-new", None, True),
     ("sweep-demo", None, True),
     ("sweep-cancel", "sweep", "owner"),

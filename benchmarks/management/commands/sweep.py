@@ -51,8 +51,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **o: Any) -> None:
         if o["demo"]:
+            demo_host = demo.demo_host()
+            if demo_host is None:
+                raise CommandError(f"nothing was submitted: {demo.NO_DEMO_HOST}")
             host, model, flag_sets, params = (
-                demo.ensure_demo_host(),
+                demo_host,
                 demo.DEMO_MODEL,
                 demo.DEMO_FLAG_SETS,
                 demo.DEMO_PARAMS,
