@@ -39,6 +39,8 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/chart_speed.py
 	$(BIN)/python bench/client_speed.py --server-bench "$$(bench/fetch-server-bench.sh)"
 	$(BIN)/python bench/load_test.py
+	$(BIN)/python bench/bounded_pages.py
+	$(BIN)/python bench/bounded_pages.py --engine postgres
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

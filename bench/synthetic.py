@@ -400,3 +400,62 @@ def write_lab_jsonl(path: Path, n_requests: int, *, seed: int = SEED) -> int:
                 out.write(orjson.dumps(record) + b"\n")
                 written += 1
     return n_runs
+
+
+# --- hostile sizes -----------------------------------------------------------------
+
+
+def make_models_distinct() -> int:
+    """Give every run its own model (the lab's model name + "-v<run id>"): as many models as runs."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE benchmarks_run SET model = model || '-v' || id")
+        return cursor.rowcount
+
+
+def insert_big_run(n_requests: int, *, seed: int = SEED, chunk: int = 20_000, **run_fields: Any) -> int:
+    """Insert one more run of the lab with n_requests requests; its id.
+
+    The run is the lab's first run under a new id and key (``run_fields`` override its columns);
+    its requests are that run's label drawn wave after wave by make_requests (the same mix of
+    speeds and failures), numbered 0..n_requests-1, in chunks of executemany in one
+    transaction. Its aggregates are then computed from the stored requests, as an import does
+    (Run.refresh_summary).
+    """
+    from django.db import connection, transaction
+    from django.db.models import Max
+
+    from benchmarks.models import RequestResult, Run
+
+    lab = Lab(seed)
+    template = next(lab.runs(1)).run
+    label = next(label for label in lab.labels if label["name"] == template["label"])
+    run_id = (Run.objects.aggregate(last=Max("pk"))["last"] or 0) + 1
+    fields = {f.attname for f in Run._meta.concrete_fields}
+    values = {k: v for k, v in template.items() if k in fields} | {"id": run_id, "key": f"big-run-{run_id}"}
+    if isinstance(values["server_props"], str):
+        values["server_props"] = json.loads(values["server_props"])  # insert_lab writes it as JSON text
+    run = Run(**(values | run_fields))
+    drawn = template | {"id": run_id, "key": run.key}  # the lab's model and GPU set the speeds
+    q = connection.ops.quote_name
+    request_sql = (
+        f"INSERT INTO {q(RequestResult._meta.db_table)} ({', '.join(q(c) for c in REQUEST_COLUMNS)}) "
+        f"VALUES ({', '.join(['%s'] * len(REQUEST_COLUMNS))})"
+    )
+    adapt = connection.ops.adapt_datetimefield_value
+    started = template["started_at"]
+    with transaction.atomic(), connection.cursor() as cursor:
+        run.save(force_insert=True)
+        seq = 0
+        while seq < n_requests:
+            rows = []
+            while len(rows) < chunk and seq < n_requests:
+                wave, _ = make_requests(lab.rng, label, drawn, 1.0, started + timedelta(seconds=seq))
+                for request in wave[: n_requests - seq]:
+                    content_hash = hashlib.blake2b(f"{run.key}/{seq}".encode(), digest_size=16).hexdigest()
+                    rows.append((run_id, seq, adapt(request[2]), *request[3:14], content_hash, 0))
+                    seq += 1
+            cursor.executemany(request_sql, rows)
+        run.refresh_summary()
+    return run_id

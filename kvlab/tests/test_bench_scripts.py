@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 180  # a smoke run takes seconds; this only stops a hung one
 
 
-def smoke(script: str, out: Path) -> str:
-    """Run bench/<script> --smoke, writing to out; its standard output, once it has exited 0."""
-    command = [sys.executable, str(ROOT / "bench" / script), "--smoke", "--out", str(out)]
+def smoke(script: str, out: Path, *options: str) -> str:
+    """Run bench/<script> --smoke [options], writing to out; its standard output, once it has exited 0."""
+    command = [sys.executable, str(ROOT / "bench" / script), "--smoke", "--out", str(out), *options]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, (
         f"{script} --smoke exited {done.returncode}\n--- stdout ---\n{done.stdout[-5000:]}\n"
@@ -59,6 +59,35 @@ def test_run_list_speed_measures_every_page_with_its_rows(tmp_path: Path) -> Non
     ]
     assert all(c["expected_rows"] > 0 and c["queries"] > 0 and c["median_ms"] > 0 for c in cases)
     assert {c["expected_rows"] for c in cases if c["case"] == "default"} == {50, 200}
+
+
+BOUNDED_PAGES = [
+    "run list",
+    "run list, 1 model",
+    "timeline",
+    "job list",
+    "run page, big run",
+    "run page, its last page",
+    "suggest by start",
+    "suggest by part",
+    "suggest, no text",
+]
+
+
+def test_bounded_pages_measures_every_page_of_a_hostile_history_against_the_goal(tmp_path: Path) -> None:
+    """SQLite always; PostgreSQL too when DATABASE_URL names one, as in `make test-postgres`."""
+    stdout = smoke("bounded_pages.py", tmp_path)
+
+    assert "Bounded pages on sqlite: 2,000 runs of 2,000 distinct models, a 20,000-request run, 50 jobs" in stdout
+    pages = results(tmp_path, "bounded_pages_sqlite")["pages"]
+    assert [p["page"] for p in pages] == BOUNDED_PAGES
+    assert all(p["p95_ms"] > 0 and p["bytes"] > 0 and p["queries"] > 0 for p in pages)
+    assert all(p["time_ok"] == (p["p95_ms"] < 1000) and p["size_ok"] == (p["bytes"] < 2**20) for p in pages)
+    if os.environ.get("DATABASE_URL"):
+        database = f"kvlab_bounded_smoke_{os.getpid()}"  # its own: another suite may run at once
+        smoke("bounded_pages.py", tmp_path, "--engine", "postgres", "--pg-url", os.environ["DATABASE_URL"],
+              "--pg-database", database)  # fmt: skip
+        assert [p["page"] for p in results(tmp_path, "bounded_pages_postgres")["pages"]] == BOUNDED_PAGES
 
 
 @pytest.mark.browser
