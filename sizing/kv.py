@@ -114,9 +114,8 @@ class KVLayout:
 
     @property
     def bytes_per_token(self) -> int:
-        """Bytes of KV one more token of context costs (full-attention layers)."""
-        full = self.full_cache
-        return full.bytes_per_cell if full else 0
+        """Bytes of KV one more token of context costs (full-attention layers, and a DSA indexer's keys)."""
+        return sum(c.bytes_per_cell for c in self.caches if c.name in ("full", "indexer"))
 
     @property
     def pool_cells(self) -> int:
@@ -147,16 +146,18 @@ def check_flags(model: ModelParams, flags: ServerFlags) -> tuple[bool, list[str]
         return False, errors
     if flags.flash_attn not in ("on", "off", "auto"):
         errors.append(f"-fa must be on, off or auto, not {flags.flash_attn!r}")
-    flash = flags.flash_attn != "off"  # auto resolves to on where the backend supports it (CPU, CUDA, Metal)
+    # auto resolves to on where the backend supports it (CPU, CUDA, Metal); the memory is made before
+    # that probe, with flash attention on (llama_context: create_memory, then sched_reserve)
+    flash = flags.flash_attn != "off" and not model.flash_attn_off
     if model.is_mla and flags.type_k != flags.type_v:
         errors.append(
             f"this MLA model needs the same K and V cache types (got -ctk {flags.type_k} -ctv {flags.type_v}): "
             "llama-server refuses to start"
         )
-    if flags.type_v not in FULL_PRECISION and flags.flash_attn == "off":
+    if flags.type_v not in FULL_PRECISION and (flags.flash_attn == "off" or model.flash_attn_off):
+        why = f"llama.cpp turns it off for {model.arch}" if model.flash_attn_off else "-fa off disables it"
         errors.append(
-            f"a quantized V cache ({flags.type_v}) needs flash attention, and -fa off disables it: "
-            "llama-server refuses to start"
+            f"a quantized V cache ({flags.type_v}) needs flash attention, and {why}: llama-server refuses to start"
         )
     if flash:
         for label, t, head in (("K", flags.type_k, model.head_k), ("V", flags.type_v, model.head_v)):
@@ -198,6 +199,15 @@ def kv_layout(model: ModelParams, flags: ServerFlags) -> KVLayout:
     return layout
 
 
+def effective_ubatch(flags: ServerFlags, model: ModelParams) -> int:
+    """llama_context: n_batch = min(n_ctx, -b) (causal models), n_ubatch = min(n_batch, -ub).
+
+    n_ctx here is -c (or the training context) before its padding to 256.
+    """
+    n_ctx = flags.ctx_size or model.n_ctx_train
+    return min(flags.n_ubatch or flags.n_batch, min(n_ctx, flags.n_batch))
+
+
 def _add_caches(
     layout: KVLayout,
     model: ModelParams,
@@ -208,11 +218,12 @@ def _add_caches(
     unified: bool,
     flash: bool,
 ) -> None:
-    attention = _attention_layers(model)
-    if model.has_swa:
+    """The caches llama_model::create_memory makes, in the order the server logs them."""
+    attention = [il for il in range(model.n_layer_all) if model.kv_layers[il]]
+    if model.has_swa:  # llama_kv_cache_iswa (or the hybrid's): a full and an SWA cache, even if one is empty
         full_layers = [il for il in attention if not model.is_swa[il]]
         swa_layers = [il for il in attention if model.is_swa[il]]
-        n_ubatch = min(flags.n_ubatch, flags.n_batch)
+        n_ubatch = effective_ubatch(flags, model)
         swa_cells = (
             n_ctx_seq
             if flags.swa_full
@@ -220,12 +231,17 @@ def _add_caches(
         )
         layout.caches.append(_cache("full", model, flags, full_layers, n_ctx_seq, n_stream, flash))
         layout.caches.append(_cache("swa", model, flags, swa_layers, swa_cells, n_stream, flash))
-    elif attention:
+    elif model.memory != "recurrent":
         layout.caches.append(_cache("full", model, flags, attention, n_ctx_seq, n_stream, flash))
-    recurrent_layers = [il for il in range(model.n_layer_all) if model.is_recr[il] and il < model.n_layer]
-    if model.recurrent_only:
-        recurrent_layers = list(range(model.n_layer_all))
-    if recurrent_layers:
+        if model.indexer_layers:  # llama_kv_cache_dsa: the indexer keys, one head, no V
+            indexer = [il for il in range(model.n_layer_all) if model.indexer_layers[il]]
+            k_bytes = len(indexer) * row_size(flags.type_k, model.indexer_head_size) * n_ctx_seq * n_stream
+            layout.caches.append(
+                CacheSize("indexer", n_ctx_seq, n_stream, len(indexer), flags.type_k, flags.type_v, k_bytes, 0)
+            )
+    recurrent_layers = [il for il in range(model.n_layer) if model.recr_layers[il]]
+    if model.memory != "kv":
+        # llama_memory_recurrent: mem_size = max(1, n_seq_max) rows of f32 per layer in its filter
         rows = max(1, n_parallel)
         layout.recurrent = RecurrentSize(
             cells=rows,
@@ -235,22 +251,16 @@ def _add_caches(
         )
 
 
-def _attention_layers(model: ModelParams) -> list[int]:
-    """Layers with a KV cache: not recurrent, and not nextn/MTP layers."""
-    if model.recurrent_only:
-        return []
-    return [il for il in range(model.n_layer_all) if il < model.n_layer and not model.is_recr[il]]
-
-
 def _cache(
     name: str, model: ModelParams, flags: ServerFlags, layers: list[int], cells: int, streams: int, flash: bool
 ) -> CacheSize:
+    """llama_kv_cache's constructor: per layer a K tensor, and a V tensor unless the model is MLA."""
     k_bytes = v_bytes = 0
     v_width_max = model.n_embd_v_gqa_max
     for il in layers:
         k_bytes += row_size(flags.type_k, model.n_embd_k_gqa(il)) * cells * streams
         if not model.is_mla:
-            # without flash attention V is stored transposed, padded to the widest layer
+            # without flash attention V is stored transposed, padded to the widest layer [TAG_V_CACHE_VARIABLE]
             width = model.n_embd_v_gqa(il) if flash else v_width_max
             v_bytes += row_size(flags.type_v, width) * cells * streams
     return CacheSize(name, cells, streams, len(layers), flags.type_k, flags.type_v, k_bytes, v_bytes)

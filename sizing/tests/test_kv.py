@@ -295,7 +295,8 @@ def test_qwen3next_caches_every_fourth_layer():
     ("metadata", "message"),
     [
         ({}, "missing 'general.architecture'"),
-        ({"general.architecture": "bert"}, "architecture 'bert' is not one kvlab sizes exactly"),
+        ({"general.architecture": "bert"}, "architecture 'bert' is not one kvlab sizes: an embedding/encoder model"),
+        ({"general.architecture": "qwen9"}, "architecture 'qwen9' is not one llama.cpp b11434 knows"),
         ({"general.architecture": "llama"}, "lacks llama.block_count, llama.embedding_length, llama.context_length"),
         (
             {

@@ -94,10 +94,10 @@ def test_bad_input_is_a_clear_error(spec, args, message):
         kvsize(*args)
 
 
-def test_an_unknown_architecture_lists_what_kvlab_supports(tmp_path):
+def test_a_refused_architecture_says_why(tmp_path):
     path = tmp_path / "bert.json"
     path.write_text(json.dumps({"general.architecture": "bert"}))
-    with pytest.raises(CommandError, match="architecture 'bert' is not one kvlab sizes exactly; supported: deepseek2"):
+    with pytest.raises(CommandError, match="architecture 'bert' is not one kvlab sizes: an embedding/encoder model"):
         kvsize("--spec", str(path))
 
 
