@@ -26,7 +26,17 @@ class CatalogueModel:
     sources: dict[str, str]
     weights: dict[str, WeightsFigure] = field(default_factory=dict)  # quantization -> figure
     # What the tensor table needs beyond the metadata: {"tied_embeddings": bool, "rope_freqs": bool}
-    tensor_layout: dict[str, bool] = field(default_factory=dict)
+    # and any layout hints (weights.tensor_table)
+    tensor_layout: dict[str, Any] = field(default_factory=dict)
+    # The published files were quantized with an importance matrix (bartowski's and unsloth's
+    # are): it changes the IQ4_XS / IQ3_XXS / Q4_0 mixtures, never the K-quants'.
+    imatrix: bool = False
+
+    def computed_bytes(self, quant: str, *, imatrix: bool | None = None) -> int:
+        """The tensor data of this model at a quantization, computed from its tensor shapes."""
+        return computed_bytes(
+            self.metadata, quant, imatrix=self.imatrix if imatrix is None else imatrix, **self.tensor_layout
+        )
 
 
 @dataclass(frozen=True)
@@ -58,16 +68,16 @@ def _model(m: dict[str, Any]) -> CatalogueModel:
     weights = {
         quant: WeightsFigure(quant, size, sources.get("files", ""), computed=False) for quant, size in files.items()
     }
-    tensors: dict[str, bool] = m.get("tensors", {})
+    tensors: dict[str, Any] = m.get("tensors", {})
+    model = CatalogueModel(m["id"], m["name"], m["metadata"], files, sources, weights, tensors, m.get("imatrix", False))
     if tensors:
         arch = m["metadata"]["general.architecture"]
         for quant in COMMON_QUANTS + NATIVE_QUANTS.get(arch, ()):
             if quant not in weights:
-                size = computed_bytes(
-                    m["metadata"], quant, tied_embeddings=tensors["tied_embeddings"], rope_freqs=tensors["rope_freqs"]
-                )
+                # A computed figure is llama-quantize's default: no importance matrix.
+                size = model.computed_bytes(quant, imatrix=False)
                 weights[quant] = WeightsFigure(quant, size, COMPUTED_SOURCE, computed=True)
-    return CatalogueModel(m["id"], m["name"], m["metadata"], files, sources, weights, tensors)
+    return model
 
 
 def quantizations(model_id: str) -> list[str]:
