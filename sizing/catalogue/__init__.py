@@ -31,6 +31,8 @@ class CatalogueModel:
     # The published files were quantized with an importance matrix (bartowski's and unsloth's
     # are): it changes the IQ4_XS / IQ3_XXS / Q4_0 mixtures, never the K-quants'.
     imatrix: bool = False
+    # Published sizes of further quantizations, not offered as weights: they check the type rules.
+    checks: dict[str, int] = field(default_factory=dict)
 
     def computed_bytes(self, quant: str, *, imatrix: bool | None = None) -> int:
         """The tensor data of this model at a quantization, computed from its tensor shapes."""
@@ -69,7 +71,17 @@ def _model(m: dict[str, Any]) -> CatalogueModel:
         quant: WeightsFigure(quant, size, sources.get("files", ""), computed=False) for quant, size in files.items()
     }
     tensors: dict[str, Any] = m.get("tensors", {})
-    model = CatalogueModel(m["id"], m["name"], m["metadata"], files, sources, weights, tensors, m.get("imatrix", False))
+    model = CatalogueModel(
+        m["id"],
+        m["name"],
+        m["metadata"],
+        files,
+        sources,
+        weights,
+        tensors,
+        m.get("imatrix", False),
+        m.get("checks", {}),
+    )
     if tensors:
         arch = m["metadata"]["general.architecture"]
         for quant in COMMON_QUANTS + NATIVE_QUANTS.get(arch, ()):

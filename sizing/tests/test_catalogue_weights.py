@@ -14,7 +14,7 @@ def test_weights_for_matches_the_quantization_case_insensitively() -> None:
 
 def test_weights_for_an_unknown_model_or_quantization_is_none() -> None:
     assert catalogue.weights_for("no-such-model", "Q4_K_M") is None
-    assert catalogue.weights_for("llama-3.1-8b", "Q3_K_S") is None
+    assert catalogue.weights_for("llama-3.1-8b", "TQ1_0") is None
 
 
 def test_quantizations_put_q4_k_m_first_then_go_up_in_size() -> None:
