@@ -143,3 +143,35 @@ def test_it_refuses_an_architecture_or_quantization_it_cannot_compute() -> None:
     tensors = weights.tensor_table(entry.metadata, tied_embeddings=True)
     with pytest.raises(ValueError, match="'Q3_K_XL'"):  # unsloth's dynamic mixes are not llama-quantize ftypes
         weights.tensor_types(tensors, entry.metadata, "Q3_K_XL")
+
+
+def _tiny_spec(arch: str) -> dict[str, object]:
+    """A small model of an architecture: every key any part reads, in shapes llama.cpp accepts."""
+    keys: dict[str, object] = {
+        "block_count": 4, "embedding_length": 512, "feed_forward_length": 1024, "vocab_size": 1000,
+        "attention.head_count": 8, "attention.head_count_kv": [2, 0, 2, 0], "attention.key_length": 64,
+        "attention.value_length": 64, "rope.dimension_count": 64, "expert_count": 4, "expert_used_count": 2,
+        "expert_feed_forward_length": 256, "expert_shared_feed_forward_length": 256, "expert_shared_count": 1,
+        "leading_dense_block_count": 1, "ssm.conv_kernel": 4, "ssm.inner_size": 1024, "ssm.state_size": 64,
+        "ssm.group_count": 2, "ssm.time_step_rank": 16, "shortconv.l_cache": 3, "full_attention_interval": 2,
+        "attention.key_length_mla": 96, "attention.value_length_mla": 64, "attention.kv_lora_rank": 128,
+        "embedding_length_per_layer_input": 128, "interleave_moe_layer_step": 0,
+    }  # fmt: skip
+    if arch not in ("granitehybrid", "jamba", "lfm2", "lfm2moe", "nemotron_h", "deci"):
+        keys["attention.head_count_kv"] = 2  # layers without KV heads are a hybrid's recurrent ones
+    if arch in ("deci", "nemotron_h"):
+        keys["feed_forward_length"] = [1024, 0, 0, 1024]
+    if arch in ("glm4moe", "deepseek2"):
+        keys["nextn_predict_layers"] = 1
+    return {"general.architecture": arch, **{f"{arch}.{k}": v for k, v in keys.items()}}
+
+
+@pytest.mark.parametrize("arch", weights.computed_architectures())
+def test_every_architecture_computes_every_ftype(arch: str) -> None:
+    spec = _tiny_spec(arch)
+    tensors = weights.tensor_table(spec, tied_embeddings=False)
+    names = [t.name for t in tensors]
+    assert len(names) == len(set(names)), "a tensor is written twice"
+    assert all(dim > 0 for t in tensors for dim in t.shape)
+    sizes = {q: weights.computed_bytes(spec, q, tied_embeddings=False) for q in ("Q2_K", "Q4_K_M", "Q8_0", "F16")}
+    assert sizes["Q2_K"] < sizes["Q4_K_M"] < sizes["Q8_0"] < sizes["F16"]
