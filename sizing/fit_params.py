@@ -87,9 +87,10 @@ def parse_fit_print(stdout: str) -> dict[str, DeviceMiB]:
 def parse_fit_log(log: str) -> FitParamsReport:
     """The default mode's `-v` log: the first memory breakdown (the one for the flags as given)."""
     report = FitParamsReport()
-    header = log.find("common_memory_breakdown_print:")
-    if header < 0:
+    found = log.find("common_memory_breakdown_print:")
+    if found < 0:
         raise FitParamsOutputError("no 'common_memory_breakdown_print' table: was it run with -v?")
+    header = log.rfind("\n", 0, found) + 1  # the start of its line
     first = log[:header]  # everything llama.cpp logged for the flags as given, before any fitting attempt
     for m in BREAKDOWN_RE.finditer(log, header):
         name = m[1]

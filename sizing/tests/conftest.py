@@ -1,7 +1,8 @@
 """Fixtures for the oracle tests that run a real llama-server (marker `llama_server`).
 
 The binary comes from $KVLAB_LLAMA_SERVER, else from scripts/build-llama-server.sh (which
-builds it once into ~/.cache/kvlab and afterwards only prints its path). A test that asks
+builds it once into ~/.cache/kvlab and afterwards only prints its path); llama-fit-params
+likewise from $KVLAB_LLAMA_FIT_PARAMS, else from the same script's --fit-params. A test that asks
 for the binary and gets none fails: an oracle that silently skips checks nothing.
 """
 
@@ -55,29 +56,45 @@ BUILD_TIMEOUT_S = 3600  # the first build takes ~9 minutes on 2 cores
 HEALTH_TIMEOUT_S = 60.0
 
 
-@pytest.fixture(scope="session")
-def llama_server_binary() -> Path:
-    env = os.environ.get("KVLAB_LLAMA_SERVER")
+def _built_binary(env_var: str, build_args: list[str], name: str) -> Path:
+    """The binary $env_var names, else the one the build script builds once and then only prints."""
+    env = os.environ.get(env_var)
     if env:
         path = Path(env)
         if not (path.is_file() and os.access(path, os.X_OK)):
-            pytest.fail(f"KVLAB_LLAMA_SERVER={env!r} is not an executable file", pytrace=False)
+            pytest.fail(f"{env_var}={env!r} is not an executable file", pytrace=False)
         return path
     try:
         proc = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)], cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
+            ["bash", str(BUILD_SCRIPT), *build_args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=BUILD_TIMEOUT_S,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.fail(f"{BUILD_SCRIPT} did not produce llama-server: {exc}", pytrace=False)
+        pytest.fail(f"{BUILD_SCRIPT} did not produce {name}: {exc}", pytrace=False)
     lines = proc.stdout.strip().splitlines()
     path = Path(lines[-1]) if lines else None
     if proc.returncode != 0 or path is None or not (path.is_file() and os.access(path, os.X_OK)):
         pytest.fail(
-            f"no llama-server binary: set KVLAB_LLAMA_SERVER or make {BUILD_SCRIPT.name} work "
+            f"no {name} binary: set {env_var} or make {BUILD_SCRIPT.name} work "
             f"(exit {proc.returncode}, stdout {proc.stdout[-500:]!r}, stderr tail {proc.stderr[-2000:]!r})",
             pytrace=False,
         )
     return path
+
+
+@pytest.fixture(scope="session")
+def llama_server_binary() -> Path:
+    return _built_binary("KVLAB_LLAMA_SERVER", [], "llama-server")
+
+
+@pytest.fixture(scope="session")
+def llama_fit_params_binary() -> Path:
+    """llama-fit-params, built beside llama-server: llama.cpp's own memory estimate (the second oracle)."""
+    return _built_binary("KVLAB_LLAMA_FIT_PARAMS", ["--fit-params"], "llama-fit-params")
 
 
 @dataclass
