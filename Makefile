@@ -16,17 +16,17 @@ test: setup $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/mypy
-	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/pytest
+	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest
 
 # The same suite on PostgreSQL (Debian's postgresql, started and given a kvlab role).
 test-postgres: setup $(VENV)/.dev-installed
 	scripts/ensure-redis.sh
 	scripts/ensure-chromium.sh
-	DATABASE_URL="$$(scripts/ensure-postgres.sh)" KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/pytest
+	DATABASE_URL="$$(scripts/ensure-postgres.sh)" KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest
 
-# The oracle tests alone: kvlab's KV predictions against a real llama-server's log.
+# The oracle tests alone: kvlab's predictions against a real llama-server's log and llama-fit-params.
 test-oracle: setup $(VENV)/.dev-installed
-	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/pytest -m llama_server
+	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest -m llama_server
 
 setup: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --verbosity 0
@@ -39,6 +39,7 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/chart_speed.py
 	$(BIN)/python bench/client_speed.py --server-bench "$$(bench/fetch-server-bench.sh)"
 	$(BIN)/python bench/load_test.py
+	$(BIN)/python bench/sizing_speed.py
 	$(BIN)/python bench/bounded_pages.py
 	$(BIN)/python bench/bounded_pages.py --engine postgres
 

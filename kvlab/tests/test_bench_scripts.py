@@ -141,3 +141,17 @@ def test_load_test_serves_every_page_without_an_error_under_gunicorn(tmp_path: P
         assert engine["gunicorn_exit"] == 0
         assert engine["latency"]["all"]["requests"] == engine["requests"]
         assert set(engine["latency"]) <= {"home", "run list", "run page", "timeline", "compare 3", "all"}
+
+
+def test_sizing_speed_sizes_every_catalogue_model_and_reads_a_head_both_ways(tmp_path: Path) -> None:
+    stdout = smoke("sizing_speed.py", tmp_path)
+
+    assert "Full sizing of" in stdout and "catalogue models" in stdout
+    assert "GGUF head of 1,000 tensors and 2,000 tokens" in stdout
+    assert "ratio kvlab/gguf (median time):" in stdout
+    measured = results(tmp_path, "sizing_speed")
+    assert measured["sizing"]["models"] and all(m["median_ms"] > 0 for m in measured["sizing"]["models"])
+    assert measured["sizing"]["largest"]["model"] in {m["model"] for m in measured["sizing"]["models"]}
+    head = measured["head"]
+    assert head["tensors"] == 1_000 and len(head["kvlab_ms"]) == len(head["gguf_ms"]) == 1
+    assert head["ratio_median"] > 0

@@ -1,0 +1,161 @@
+"""How fast is a full sizing, and how fast does kvlab read a GGUF head, next to the `gguf` package?
+
+What is measured
+----------------
+* Sizing: for every catalogue model (sizing/catalogue/models.json) at Q4_K_M, a full
+  ``sizing.report.size(..., with_recommendations=True)`` — KV layout, memory plan, failure
+  prediction and every ranked recommendation — for the investigation's workload (3 x
+  (4,362 + 1,738) tokens, -c 16384, a 16 GB GPU), ``--repeats`` times each (default 20) after
+  one warm-up. The largest model (by its Q4_K_M weights) and the slowest are reported; the
+  aim is under 100 ms for the largest.
+* GGUF head: a GGUF of ``--tensors`` tensors (default 10,000, llama-style names, 2-D f16,
+  a ``--vocab`` of 32,000 tokens in the metadata; the data region is a sparse hole) written once
+  with ``gguf.GGUFWriter``, then read alternately, ``--head-repeats`` times each (default 5), by
+  - kvlab: ``sizing.gguf.read_gguf_head`` on the open file (metadata, tensor table, weights total);
+  - gguf-parser style: ``gguf.GGUFReader(path)`` (the `gguf` package's reader, which parses
+    every key and tensor info, as gguf-parser does), then the same weights total from its
+    ``tensors``.
+  Both must find the same number of tensors and the same weights total. The aim is kvlab
+  under 200 ms; the ratio kvlab/gguf (medians) is printed beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import common  # bench/ is on sys.path when a script runs; it puts the repository root there too
+import gguf
+import numpy as np
+
+from sizing.catalogue import models, weights_for
+from sizing.gguf import read_gguf_head
+from sizing.hparams import ModelParams, model_params
+from sizing.kv import ServerFlags
+from sizing.report import size
+from sizing.workload import Workload
+
+SIZING_AIM_MS = 100.0
+HEAD_AIM_MS = 200.0
+WORKLOAD = Workload(prompt_tokens=4362, output_tokens=1738, concurrency=3)
+FLAGS = ServerFlags(ctx_size=16384)
+GPU_MIB = 16311  # an RTX 5060 Ti 16 GB
+
+
+def time_ms(fn, repeats: int) -> list[float]:  # type: ignore[no-untyped-def]
+    fn()  # warm-up: imports, caches
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def bench_sizing(repeats: int) -> dict[str, object]:
+    rows = []
+    for model_id, entry in models().items():
+        params = model_params(entry.metadata)
+        figure = weights_for(model_id, "Q4_K_M")
+        weights = figure.bytes if figure else None
+
+        def one(params: ModelParams = params, weights: int | None = weights) -> None:
+            result = size(params, FLAGS, workload=WORKLOAD, gpu_mib=GPU_MIB, weights_bytes=weights,
+                          weights_source="catalogue", with_recommendations=True)  # fmt: skip
+            assert result.prediction is not None  # recommendations may be none: a model too big for the GPU
+
+        times = time_ms(one, repeats)
+        rows.append({"model": model_id, "weights": weights or 0, "median_ms": statistics.median(times),
+                     "max_ms": max(times)})  # fmt: skip
+    largest = max(rows, key=lambda r: r["weights"])
+    slowest = max(rows, key=lambda r: r["median_ms"])
+    return {"models": rows, "largest": largest, "slowest": slowest}
+
+
+def write_head(path: Path, n_tensors: int, n_vocab: int = 32000) -> int:
+    """A GGUF of n_tensors 2-D f16 tensors (data region sparse); returns its weights total."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("bench head")
+    w.add_token_list([f"t{i}" for i in range(n_vocab)])
+    w.add_token_scores([0.0] * n_vocab)
+    w.add_token_types([1] * n_vocab)
+    w.add_block_count(n_tensors // 9)
+    total = 0
+    for i in range(n_tensors):
+        ne = (256, 64 + i % 7)
+        n_bytes = ne[0] * ne[1] * 2
+        w.add_tensor_info(f"blk.{i // 9}.t{i % 9}.weight", tuple(reversed(ne)), np.float16, n_bytes,
+                          raw_dtype=gguf.GGMLQuantizationType.F16)  # fmt: skip
+        total += n_bytes
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    start = -(-path.stat().st_size // 32) * 32
+    with path.open("r+b") as f:
+        f.truncate(start + total + 32 * n_tensors)
+    return total
+
+
+def bench_head(n_tensors: int, n_vocab: int, repeats: int) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "head.gguf"
+        total = write_head(path, n_tensors, n_vocab)
+
+        def kvlab() -> None:
+            with path.open("rb") as f:
+                head = read_gguf_head(f)
+            assert len(head.tensors) == n_tensors and head.weights_bytes == total
+
+        def gguf_reader() -> None:
+            reader = gguf.GGUFReader(str(path))
+            assert len(reader.tensors) == n_tensors and sum(int(t.n_bytes) for t in reader.tensors) == total
+
+        kvlab_ms: list[float] = []
+        gguf_ms: list[float] = []
+        kvlab()
+        gguf_reader()
+        for _ in range(repeats):  # alternating, so both see the same machine
+            kvlab_ms += time_ms(kvlab, 1)[-1:]
+            gguf_ms += time_ms(gguf_reader, 1)[-1:]
+    return {"tensors": n_tensors, "kvlab_ms": kvlab_ms, "gguf_ms": gguf_ms,
+            "kvlab_median_ms": statistics.median(kvlab_ms), "gguf_median_ms": statistics.median(gguf_ms),
+            "ratio_median": statistics.median(kvlab_ms) / statistics.median(gguf_ms)}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--tensors", type=int, default=10_000)
+    parser.add_argument("--vocab", type=int, default=32_000, help="tokens in the head's metadata")
+    parser.add_argument("--head-repeats", type=int, default=5, help="gguf.GGUFReader takes seconds per read")
+    smoke = {"repeats": 2, "tensors": 1_000, "vocab": 2_000, "head_repeats": 1}
+    args = common.parse_args(parser, argv, smoke=smoke)
+
+    sizing = bench_sizing(args.repeats)
+    largest, slowest = sizing["largest"], sizing["slowest"]
+    assert isinstance(largest, dict) and isinstance(slowest, dict)
+    print(f"Full sizing of {len(sizing['models'])} catalogue models (Q4_K_M, -c 16384, 3 x 6,100 tokens, 16 GB GPU), "  # type: ignore[arg-type]
+          f"{args.repeats} repeats each")  # fmt: skip
+    for label, row in (("largest", largest), ("slowest", slowest)):
+        verdict = "met" if row["median_ms"] < SIZING_AIM_MS else "over"
+        print(f"  {label}: {row['model']} — median {row['median_ms']:.1f} ms, max {row['max_ms']:.1f} ms "
+              f"(aim {SIZING_AIM_MS:.0f} ms: {verdict})")  # fmt: skip
+
+    head = bench_head(args.tensors, args.vocab, args.head_repeats)
+    verdict = "met" if head["kvlab_median_ms"] < HEAD_AIM_MS else "over"  # type: ignore[operator]
+    print(
+        f"GGUF head of {args.tensors:,} tensors and {args.vocab:,} tokens, "
+        f"{args.head_repeats} repeats each, alternating"
+    )
+    print(f"  kvlab read_gguf_head: median {head['kvlab_median_ms']:.1f} ms (aim {HEAD_AIM_MS:.0f} ms: {verdict})")
+    print(f"  gguf.GGUFReader:      median {head['gguf_median_ms']:.1f} ms")
+    print(f"  ratio kvlab/gguf (median time): {head['ratio_median']:.2f}")
+    common.write_results(args.out, "sizing_speed", {"repeats": args.repeats, "sizing": sizing, "head": head})
+
+
+if __name__ == "__main__":
+    main()
