@@ -5,7 +5,8 @@ What is measured
 * Sizing: for every catalogue model (sizing/catalogue/models.json) at Q4_K_M, a full
   ``sizing.report.size(..., with_recommendations=True)`` — KV layout, memory plan, failure
   prediction and every ranked recommendation — for the investigation's workload (3 x
-  (4,362 + 1,738) tokens, -c 16384, a 16 GB GPU), ``--repeats`` times each (default 20) after
+  (4,362 + 1,738) tokens, -c 16384; for a 16 GB GPU and for none, when every candidate is
+  ranked), ``--repeats`` times each (default 20) after
   one warm-up. The largest model (by its Q4_K_M weights) and the slowest are reported; the
   aim is under 100 ms for the largest.
 * GGUF head: a GGUF of ``--tensors`` tensors (default 10,000, llama-style names, 2-D f16,
@@ -25,6 +26,7 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import common  # bench/ is on sys.path when a script runs; it puts the repository root there too
@@ -45,7 +47,7 @@ FLAGS = ServerFlags(ctx_size=16384)
 GPU_MIB = 16311  # an RTX 5060 Ti 16 GB
 
 
-def time_ms(fn, repeats: int) -> list[float]:  # type: ignore[no-untyped-def]
+def time_ms(fn: Callable[[], object], repeats: int) -> list[float]:
     fn()  # warm-up: imports, caches
     times = []
     for _ in range(repeats):
@@ -56,21 +58,25 @@ def time_ms(fn, repeats: int) -> list[float]:  # type: ignore[no-untyped-def]
 
 
 def bench_sizing(repeats: int) -> dict[str, object]:
+    """Each catalogue model sized for a 16 GB GPU and for no GPU (then every candidate is listed)."""
     rows = []
     for model_id, entry in models().items():
         params = model_params(entry.metadata)
         figure = weights_for(model_id, "Q4_K_M")
         weights = figure.bytes if figure else None
+        for gpu_mib in (GPU_MIB, None):
 
-        def one(params: ModelParams = params, weights: int | None = weights) -> None:
-            result = size(params, FLAGS, workload=WORKLOAD, gpu_mib=GPU_MIB, weights_bytes=weights,
-                          weights_source="catalogue", with_recommendations=True)  # fmt: skip
-            assert result.prediction is not None  # recommendations may be none: a model too big for the GPU
+            def one(params: ModelParams = params, weights: int | None = weights, gpu_mib: int | None = gpu_mib) -> int:
+                result = size(params, FLAGS, workload=WORKLOAD, gpu_mib=gpu_mib, weights_bytes=weights,
+                              weights_source="catalogue", with_recommendations=True)  # fmt: skip
+                assert result.prediction is not None  # recommendations may be none: a model too big for the GPU
+                return len(result.recommendations)
 
-        times = time_ms(one, repeats)
-        rows.append({"model": model_id, "weights": weights or 0, "median_ms": statistics.median(times),
-                     "max_ms": max(times)})  # fmt: skip
-    largest = max(rows, key=lambda r: r["weights"])
+            times = time_ms(one, repeats)
+            rows.append({"model": model_id, "gpu_mib": gpu_mib, "weights": weights or 0, "recommendations": one(),
+                         "median_ms": statistics.median(times), "max_ms": max(times)})  # fmt: skip
+    biggest = max(r["weights"] for r in rows)
+    largest = max((r for r in rows if r["weights"] == biggest), key=lambda r: r["median_ms"])
     slowest = max(rows, key=lambda r: r["median_ms"])
     return {"models": rows, "largest": largest, "slowest": slowest}
 
@@ -138,11 +144,14 @@ def main(argv: list[str] | None = None) -> None:
     sizing = bench_sizing(args.repeats)
     largest, slowest = sizing["largest"], sizing["slowest"]
     assert isinstance(largest, dict) and isinstance(slowest, dict)
-    print(f"Full sizing of {len(sizing['models'])} catalogue models (Q4_K_M, -c 16384, 3 x 6,100 tokens, 16 GB GPU), "  # type: ignore[arg-type]
+    n_models = len({row["model"] for row in sizing["models"]})  # type: ignore[attr-defined]
+    print(f"Full sizing of {n_models} catalogue models (Q4_K_M, -c 16384, 3 x 6,100 tokens, a 16 GB GPU or none), "
           f"{args.repeats} repeats each")  # fmt: skip
     for label, row in (("largest", largest), ("slowest", slowest)):
+        gpu = f"{row['gpu_mib']:,} MiB GPU" if row["gpu_mib"] else "no GPU"
         verdict = "met" if row["median_ms"] < SIZING_AIM_MS else "over"
-        print(f"  {label}: {row['model']} — median {row['median_ms']:.1f} ms, max {row['max_ms']:.1f} ms "
+        times = f"median {row['median_ms']:.1f} ms, max {row['max_ms']:.1f} ms"
+        print(f"  {label}: {row['model']} ({gpu}, {row['recommendations']} recommendations) — {times} "
               f"(aim {SIZING_AIM_MS:.0f} ms: {verdict})")  # fmt: skip
 
     head = bench_head(args.tensors, args.vocab, args.head_repeats)
