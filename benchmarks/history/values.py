@@ -68,6 +68,7 @@ def starting_with(column: str, prefix: str, n: int) -> list[str]:
     upper = _after_prefix(prefix)
     if not prefix or upper is None:
         return []
+    # Only Run's own table and a checked column name are written into the SQL; the text is a parameter.
     table, col = connection.ops.quote_name(Run._meta.db_table), connection.ops.quote_name(column)
     sql = f"""
         WITH RECURSIVE found(value, n) AS (
@@ -77,7 +78,7 @@ def starting_with(column: str, prefix: str, n: int) -> list[str]:
             FROM found WHERE found.value IS NOT NULL AND n < %s
         )
         SELECT value FROM found WHERE value IS NOT NULL
-    """  # noqa: S608 (table and column are Run's own names, checked above)
+    """
     with connection.cursor() as cursor:
         cursor.execute(sql, [prefix, upper, upper, n])
         return [value for (value,) in cursor.fetchall() if value.startswith(prefix)]
