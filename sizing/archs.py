@@ -38,7 +38,7 @@ class Swa:
     fixed_window: int = 0  # n_swa once SWA is on, whatever the key says (llama4 8192, smallthinker 4096)
     chunked: bool = False  # LLAMA_SWA_TYPE_CHUNKED (llama4); sized like standard SWA
     attention_layers: bool = False  # lfm2: is_swa = every non-recurrent layer
-    array_optional: bool = False  # dflash-style: the pattern array may be absent (all dense)
+    only_n_layer: int = 0  # exaone4: SWA only for the 64-layer (32B) model, `if (hparams.n_layer() == 64)`
 
 
 # Which layers hold a recurrent state, and (for hybrids) which hold a KV cache:
@@ -193,7 +193,7 @@ ARCHS: dict[str, Arch] = {
     "cohere2": Arch(swa=Swa(period=4)),  # cohere2.cpp
     "cohere2moe": Arch(swa=Swa(period=4, dense_first=True)),  # cohere2moe.cpp: load_swa_pattern(ml, 4, true)
     "gpt-oss": Arch(swa=Swa(period=2)),  # openai-moe.cpp
-    "exaone4": Arch(swa=Swa(period=4, window="optional", default_window=4096)),  # exaone4.cpp
+    "exaone4": Arch(swa=Swa(period=4, window="optional", default_window=4096, only_n_layer=64)),  # exaone4.cpp
     "exaone-moe": Arch(swa=Swa(period=4)),  # exaone-moe.cpp: n_swa = 128, then the required key overrides it
     "olmo2": Arch(swa=Swa(period=4, window="if_positive")),  # olmo2.cpp
     "plamo3": Arch(swa=Swa(period=8, window="if_positive")),  # plamo3.cpp

@@ -320,6 +320,8 @@ def _sliding_window(
     r: _Reader, swa: Swa, n_layer_all: int, n_layer: int, is_recr: tuple[bool, ...]
 ) -> tuple[SwaType, int, tuple[bool, ...]]:
     """The loader's SWA lines (see archs.Swa) and llama_model_base::load_swa_pattern."""
+    if swa.only_n_layer and n_layer != swa.only_n_layer:
+        return "none", 0, (False,) * n_layer_all
     found = r.has("attention.sliding_window")
     window = r.uint("attention.sliding_window", 0) if found else 0
     if swa.window == "required" and not found:

@@ -13,7 +13,9 @@ sources; `_Model.tensor` reverses them into numpy order.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gguf
@@ -260,3 +262,241 @@ def write_all(directory: Path) -> dict[str, Path]:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     return {name: writer(directory / f"tiny-{name}.gguf") for name, writer in WRITERS.items()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Any architecture: the metadata by hand, the tensor table learnt from llama.cpp's own loader.
+#
+# A loader asks for its tensors one by one (llama_model_loader::create_tensor) and stops at the
+# first it cannot find ("missing tensor 'blk.0.attn_q.weight'") or whose shape differs ("tensor
+# 'blk.0.attn_q.weight' has wrong shape; expected 128, 512, got 1, 1"; src/llama-model-loader.cpp
+# check_tensor_dims). `learn_tensors` answers those two messages until the model loads, so a tiny
+# model of an architecture needs only its hyperparameters: the tensors come from the llama.cpp
+# that will run it, and a loader change shows up as a new question, not as a stale table.
+
+_MISSING_RE = re.compile(r"missing tensor '([^']+)'|tensor '([^']+)' not found")
+_SHAPE_RE = re.compile(r"tensor '([^']+)' has wrong shape; expected ([\d ,]+), got")
+_LAYER_RE = re.compile(r"^blk\.(\d+)\.")
+MAX_QUESTIONS = 2000
+LOADED = "llama_context:"  # logged once the weights are loaded, when the context is being made
+
+
+class LoaderQuestion(RuntimeError):
+    """The loader stopped for a reason the tensor table cannot answer (a missing key, an assertion)."""
+
+
+def write_model(path: Path, arch: str, metadata: dict[str, object], tensors: dict[str, tuple[int, ...]]) -> Path:
+    """A tiny GGUF: the common vocab, `{arch}.*` keys from metadata, and f32 tensors of the given shapes.
+
+    Tensors named like norms are 1, `ssm_a` is negative (a decay, as converters store it), the
+    rest small random values.
+    """
+    m = _Model(path, arch, seed=sum(map(ord, arch)))
+    for key, value in metadata.items():
+        _add_key(m.w, f"{arch}.{key}", value)
+    for name, ne in tensors.items():
+        if "norm" in name or name.endswith(".ssm_d") or "ln" in name.split(".")[-2:-1]:
+            m.tensor(name, ne, fill=1.0)
+        elif name.endswith("ssm_a"):
+            _ssm_a(m, name, ne)
+        else:
+            m.tensor(name, ne)
+    return m.write()
+
+
+def _add_key(w: gguf.GGUFWriter, key: str, value: object) -> None:
+    if isinstance(value, bool):
+        w.add_bool(key, value)
+    elif isinstance(value, int):
+        w.add_uint32(key, value)
+    elif isinstance(value, float):
+        w.add_float32(key, value)
+    elif isinstance(value, str):
+        w.add_string(key, value)
+    elif isinstance(value, list):
+        w.add_array(key, value)
+    else:
+        raise TypeError(f"no GGUF type for {key} = {value!r}")
+
+
+def learn_tensors(
+    load: Callable[[Path], str],
+    directory: Path,
+    arch: str,
+    metadata: dict[str, object],
+    optional: dict[str, tuple[int, ...]] | None = None,
+) -> dict[str, tuple[int, ...]]:
+    """The tensor table the loader of `arch` asks for, learnt by answering its error messages.
+
+    `load(path)` runs llama.cpp on a model file and returns its log. A shape learnt for one layer
+    is tried first for the same tensor of the other layers. `optional`: tensors the loader does not
+    ask for but needs one of (rwkv6: time_mix_lerp_fused or _w), "{i}" standing for every layer.
+    """
+    n_layer = metadata.get("block_count")
+    tensors = {
+        name.format(i=i): shape
+        for name, shape in (optional or {}).items()
+        for i in (range(n_layer) if "{i}" in name and isinstance(n_layer, int) else [0])
+    }
+    per_layer: dict[str, tuple[int, ...]] = {}  # "attn_q.weight" -> shape learnt on some layer
+    path = Path(directory) / f"learn-{arch}.gguf"
+    for _ in range(MAX_QUESTIONS):
+        write_model(path, arch, metadata, tensors)
+        log = load(path)
+        if missing := _MISSING_RE.search(log):
+            name = missing[1] or missing[2]
+            layer = _LAYER_RE.match(name)
+            tensors[name] = per_layer.get(name[layer.end() :], (1,)) if layer else (1,)
+        elif wrong := _SHAPE_RE.search(log):
+            name, shape = wrong[1], tuple(int(n) for n in wrong[2].split(","))
+            if tensors.get(name) == shape:
+                raise LoaderQuestion(f"{arch}: {name} keeps the wrong shape {shape}")
+            tensors[name] = shape
+            if layer := _LAYER_RE.match(name):
+                per_layer[name[layer.end() :]] = shape
+        elif LOADED in log:
+            return tensors
+        else:
+            lines = [line for line in log.splitlines() if "GGML_ASSERT" in line or "error loading model" in line]
+            raise LoaderQuestion(f"{arch}: the loader stopped: {' | '.join((lines or log.splitlines()[-3:])[:2])}")
+    raise LoaderQuestion(f"{arch}: still asking after {MAX_QUESTIONS} tensors")
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """A tiny model of one architecture: its `{arch}.*` keys over COMMON_KEYS, and the KV rule it tests."""
+
+    arch: str
+    family: str  # the KV rule it exercises (README, Sizing)
+    keys: dict[str, object] = field(default_factory=dict)
+    optional: dict[str, tuple[int, ...]] = field(default_factory=dict)  # see learn_tensors
+
+    def metadata(self) -> dict[str, object]:
+        return {**COMMON_KEYS, **self.keys}
+
+
+# Every tiny model: 4 layers, 128 wide, 4 heads of 32 (2 KV heads), a 256-wide FFN; context 8192
+# and the RMS epsilon come from _Model. A key an architecture does not read is ignored by llama.cpp.
+COMMON_KEYS: dict[str, object] = {
+    "embedding_length": 128,
+    "block_count": 4,
+    "feed_forward_length": 256,
+    "attention.head_count": 4,
+    "attention.head_count_kv": 2,
+    "attention.layer_norm_epsilon": 1e-5,
+}
+_MOE = {"expert_count": 2, "expert_used_count": 1, "expert_feed_forward_length": 256}
+_SSM = {"ssm.conv_kernel": 4, "ssm.inner_size": 256, "ssm.state_size": 16, "ssm.time_step_rank": 8}
+_RWKV7 = {
+    "wkv.head_size": 32,
+    "attention.decay_lora_rank": 16,
+    "attention.iclr_lora_rank": 16,
+    "attention.value_residual_mix_lora_rank": 16,
+    "attention.gate_lora_rank": 16,
+}
+_RWKV6 = {"wkv.head_size": 32, "time_mix_extra_dim": 32, "time_decay_extra_dim": 64, "rescale_every_n_layers": 0}
+_LERP = {"blk.{i}.time_mix_lerp_fused.weight": (128, 1, 1, 5)}  # rwkv6.cpp asserts lerp_fused or lerp_w
+
+SPECS: dict[str, TinySpec] = {
+    # the standard layout
+    **{
+        arch: TinySpec(arch, "standard")
+        for arch in (
+            "qwen2",
+            "qwen3",
+            "mistral3",
+            "smollm3",
+            "starcoder2",
+            "internlm2",
+            "stablelm",
+            "gpt2",
+            "bloom",
+            "falcon",
+            "olmo",
+            "exaone",
+            "chatglm",
+            "glm4",
+        )
+    },  # fmt: skip
+    "granite": TinySpec("granite", "standard", {"logit_scale": 1.0}),
+    "command-r": TinySpec("command-r", "standard", {"logit_scale": 1.0}),
+    "qwen2moe": TinySpec("qwen2moe", "standard", {**_MOE, "expert_shared_feed_forward_length": 256}),
+    "qwen3moe": TinySpec("qwen3moe", "standard", _MOE),
+    "granitemoe": TinySpec("granitemoe", "standard", {**_MOE, "logit_scale": 1.0}),
+    # K and V heads of different widths (48 and 32): V padded to the widest layer without flash attention
+    "llama-nextn": TinySpec("llama", "nextn", {"block_count": 5, "nextn_predict_layers": 1}),
+    "deci": TinySpec(
+        "deci",
+        "per-layer KV heads",
+        {"attention.head_count_kv": [2, 0, 2, 0], "feed_forward_length": [256, 256, 0, 256]},
+    ),
+    "gemma4": TinySpec(
+        "gemma4",
+        "shared KV",
+        {
+            "block_count": 6,
+            "attention.sliding_window": 64,
+            "attention.sliding_window_pattern": [True, True, True, False, True, False],
+            "attention.shared_kv_layers": 2,
+            "attention.key_length": 64,
+            "attention.value_length": 64,
+            "attention.key_length_swa": 32,
+            "attention.value_length_swa": 32,
+            "rope.dimension_count_swa": 32,
+            "embedding_length_per_layer_input": 0,
+        },
+    ),
+    "gemma2": TinySpec("gemma2", "SWA period", {"attention.sliding_window": 64}),
+    "cohere2": TinySpec("cohere2", "SWA period", {"attention.sliding_window": 64, "logit_scale": 1.0}),
+    "cohere2moe": TinySpec(
+        "cohere2moe",
+        "SWA dense-first",
+        {**_MOE, "attention.sliding_window": 64, "leading_dense_block_count": 1, "logit_scale": 1.0},
+    ),
+    # exaone4 slides only at 64 layers (exaone4.cpp): a 4-layer model has one plain cache
+    "exaone4": TinySpec("exaone4", "standard", {"attention.sliding_window": 64}),
+    "olmo2": TinySpec("olmo2", "SWA if a window", {"attention.sliding_window": 64}),
+    "olmo2-noswa": TinySpec("olmo2", "SWA if a window", {}),
+    "gpt-oss": TinySpec(
+        "gpt-oss",
+        "SWA period",
+        {**_MOE, "attention.sliding_window": 64, "attention.key_length": 32, "attention.value_length": 32},
+    ),
+    "exaone-moe": TinySpec(
+        "exaone-moe",
+        "SWA period",
+        {**_MOE, "attention.sliding_window": 64, "expert_gating_func": 1, "leading_dense_block_count": 1},
+    ),
+    "granite_swa": TinySpec(
+        "granite_swa",
+        "SWA array",
+        {
+            "attention.sliding_window": 64,
+            "attention.sliding_window_pattern": [True, True, True, False],
+            "logit_scale": 1.0,
+        },
+    ),
+    "step35": TinySpec(
+        "step35",
+        "SWA array",
+        {**_MOE, "attention.sliding_window": 64, "attention.sliding_window_pattern": [True, False, True, False]},
+    ),
+    "llama4": TinySpec("llama4", "chunked", {**_MOE, "interleave_moe_layer_step": 1}),
+    "mamba2": TinySpec("mamba2", "recurrent", {**_SSM, "attention.head_count": 0, "ssm.group_count": 2}),
+    "rwkv6qwen2": TinySpec("rwkv6qwen2", "recurrent", {**_RWKV6, "token_shift_count": 1}, _LERP),
+    "rwkv7": TinySpec("rwkv7", "recurrent", {**_RWKV7, "attention.head_count": 0}),
+    "arwkv7": TinySpec("arwkv7", "recurrent", {**_RWKV7, "token_shift_count": 1}),
+    "jamba": TinySpec("jamba", "hybrid", {**_SSM, "attention.head_count_kv": [0, 2, 0, 0]}),
+    "lfm2": TinySpec("lfm2", "hybrid", {"attention.head_count_kv": [0, 2, 0, 2], "shortconv.l_cache": 3}),
+    "lfm2-swa": TinySpec(
+        "lfm2",
+        "hybrid SWA",
+        {"attention.head_count_kv": [0, 2, 0, 2], "shortconv.l_cache": 3, "attention.sliding_window": 64},
+    ),
+    "plamo2": TinySpec(
+        "plamo2",
+        "hybrid",
+        {**_SSM, "ssm.group_count": 0, "attention.head_count_kv": [0, 2, 0, 2], "attention.key_length": 32},
+    ),
+    "minimax-01": TinySpec("minimax-01", "hybrid", {**_MOE, "residual_scale": 1.0, "full_attention_interval": 2}),
+}

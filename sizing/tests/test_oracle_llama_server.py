@@ -11,11 +11,18 @@ the format strings of the llama.cpp tree the server is built from:
   %2u rs_seq), R (%s): %7.2f MiB, S (%s): %7.2f MiB, P (%s): %7.2f MiB";
 * tools/server/server-context.cpp: "srv  %12.*s: initializing, n_slots = %d, n_ctx_slot = %d,
   kv_unified = '%s'".
+Beyond the five hand-written models, every architecture of tiny_gguf.SPECS is written from its
+hyperparameters with the tensors its loader asks for (tiny_gguf.learn_tensors), and checked
+with the flag sets of its KV rule (FAMILY_FLAGS).
 Run: pytest sizing/tests/test_oracle_llama_server.py -m llama_server
 """
 
 from __future__ import annotations
 
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,6 +32,9 @@ from sizing.gguf import read_gguf_head
 from sizing.hparams import ModelParams, model_params
 from sizing.kv import KVLayout, ServerFlags, kv_layout
 from sizing.server_log import CONTEXT_RE, KV_RE, RECURRENT_RE, SLOTS_RE, KVLine, mib
+from sizing.tiny_gguf import LOADED, SPECS, WRITERS, learn_tensors, write_model
+
+from .conftest import ServerRun
 
 pytestmark = pytest.mark.llama_server
 
@@ -67,6 +77,10 @@ def server_flags(args: list[str]) -> ServerFlags:
             kw["flash_attn"] = next(it)
         elif arg == "--swa-full":
             kw["swa_full"] = True
+        elif arg == "-ub":
+            kw["n_ubatch"] = int(next(it))
+        elif arg == "-b":
+            kw["n_batch"] = int(next(it))
         else:
             raise ValueError(f"no ServerFlags mapping for {arg!r}")
     return ServerFlags(**kw)  # type: ignore[arg-type]
@@ -164,11 +178,86 @@ def log_tail(log: str, n: int = 60) -> str:
 
 @pytest.mark.parametrize(("arch", "flags"), CASES, ids=[f"{a} {f}" for a, f in CASES])
 def test_kv_layout_matches_server(arch, flags, tiny_models, llama_server):
-    args = flags.split()
-    model, layout = predict(tiny_models[arch], args)
+    assert_server_agrees(tiny_models[arch], flags.split(), llama_server)
+
+
+# The flag sets each KV rule is checked with: the slot/stream split for every model; -fa off
+# (a transposed V cache, padded to the widest layer) where layers differ; for sliding windows
+# --swa-full, -kvu (the window per slot), -ub and -b (the window plus one micro-batch).
+_SWA_FLAGS = ["-c 4096 -np 1", "-c 4096 -np 2 -kvu", "-c 4096 -np 2 --swa-full", "-c 4096 -np 1 -ub 256 -fa off"]
+FAMILY_FLAGS: dict[str, list[str]] = {
+    "standard": ["-c 2048 -np 3", "-c 1024 -fa off"],
+    "nextn": ["-c 2048 -np 2", "-c 1024"],
+    "per-layer KV heads": ["-c 2048 -np 2", "-c 1024 -fa off", "-c 1024 -np 1 -ctk q8_0 -ctv q8_0 -fa on"],
+    "shared KV": [*_SWA_FLAGS, "-c 2048 -np 1 -b 128"],
+    "SWA period": ["-c 4096 -np 1", "-c 4096 -np 2 -kvu -ub 256"],
+    "SWA dense-first": _SWA_FLAGS,
+    "SWA if a window": ["-c 4096 -np 1", "-c 2048 -np 2 -kvu"],
+    "SWA array": ["-c 4096 -np 1", "-c 4096 -np 2 --swa-full"],
+    "chunked": ["-c 8192 -np 1", "-c 4096 -np 1 --swa-full", "-c 8192 -np 2 -kvu -b 256"],
+    "recurrent": ["-c 1024 -np 3", "-c 2048"],
+    "hybrid": ["-c 2048 -np 2", "-c 1024"],
+    "hybrid SWA": ["-c 2048 -np 2", "-c 4096 -np 1 -ub 256", "-c 4096 -np 1 --swa-full"],
+}
+SPEC_CASES = [(name, flags) for name, spec in SPECS.items() for flags in FAMILY_FLAGS[spec.family]]
+
+
+def loader_log(binary: Path, model: Path, timeout: float = 30.0) -> str:
+    """llama-server's log up to the point where the weights are loaded (or it stopped): for learn_tensors."""
+    args = [str(binary), "-m", str(model), "--port", "0", "-lv", "4", "--no-webui", "-c", "512", "-np", "1"]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and proc.poll() is None:
+                log.seek(0)
+                if LOADED.encode() in log.read():
+                    break
+                time.sleep(0.005)
+        finally:
+            proc.kill()
+            proc.wait()
+        log.seek(0)
+        return log.read().decode("utf-8", errors="replace")
+
+
+@pytest.fixture(scope="session")
+def spec_models(llama_server_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """spec name -> a tiny GGUF of it, its tensors learnt from the server's loader once per session."""
+    directory = tmp_path_factory.mktemp("spec-gguf")
+    written: dict[str, Path] = {}
+
+    def model(name: str) -> Path:
+        if name not in written:
+            spec = SPECS[name]
+            metadata = spec.metadata()
+            tensors = learn_tensors(
+                lambda path: loader_log(llama_server_binary, path), directory, spec.arch, metadata, spec.optional
+            )
+            written[name] = write_model(directory / f"{name}.gguf", spec.arch, metadata, tensors)
+        return written[name]
+
+    return model
+
+
+@pytest.mark.parametrize(("name", "flags"), SPEC_CASES, ids=[f"{n} {f}" for n, f in SPEC_CASES])
+def test_every_kv_rule_matches_the_server(name, flags, spec_models, llama_server):
+    assert_server_agrees(spec_models(name), flags.split(), llama_server)
+
+
+def test_the_oracle_covers_every_kv_rule_and_25_architectures():
+    families = {spec.family for spec in SPECS.values()}
+    assert families == set(FAMILY_FLAGS)
+    archs = {spec.arch for spec in SPECS.values()} | set(WRITERS)
+    assert len(archs) >= 25, sorted(archs)
+
+
+def assert_server_agrees(path: Path, args: list[str], llama_server: Callable[..., ServerRun]) -> None:
+    """The server's context, KV, recurrent and slot lines equal kvlab's prediction for this model and flags."""
+    model, layout = predict(path, args)
     assert layout.errors == [], f"kvlab refuses a flag set the server accepts: {layout.errors}"
 
-    run = llama_server(tiny_models[arch], args)
+    run = llama_server(path, args)
     assert run.healthy, f"{run.describe()} did not become healthy; log tail:\n{log_tail(run.log)}"
 
     server = {
