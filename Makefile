@@ -35,6 +35,7 @@ setup: $(VENV)/.installed
 bench: setup $(VENV)/.dev-installed
 	scripts/ensure-chromium.sh
 	$(BIN)/python bench/import_speed.py
+	$(BIN)/python bench/import_memory.py
 	$(BIN)/python bench/run_list_speed.py
 	$(BIN)/python bench/chart_speed.py
 	$(BIN)/python bench/client_speed.py --server-bench "$$(bench/fetch-server-bench.sh)"

@@ -49,6 +49,17 @@ def test_import_speed_imports_every_request_both_ways_and_prints_the_ratio(tmp_p
     assert len((tmp_path / "bench_results.jsonl").read_bytes().splitlines()) == 2_000
 
 
+def test_import_memory_imports_both_files_in_their_own_processes_and_prints_the_growth(tmp_path: Path) -> None:
+    stdout = smoke("import_memory.py", tmp_path)
+
+    assert "growth (import peak at the larger file / at the smaller):" in stdout
+    measured = results(tmp_path, "import_memory")
+    assert [size["runs"] for size in measured["sizes"]] == [2_000, 20_000]
+    assert all(size["import_peak_mib"] >= 0 and size["seconds"] > 0 for size in measured["sizes"])
+    assert measured["growth"] > 0
+    assert not list(tmp_path.glob("*.jsonl"))  # the generated files are removed
+
+
 def test_run_list_speed_measures_every_page_with_its_rows(tmp_path: Path) -> None:
     stdout = smoke("run_list_speed.py", tmp_path)
 

@@ -1,0 +1,147 @@
+"""How much memory does importing a file of many small runs take, and does it grow with the file?
+
+What is measured
+----------------
+Two files of one-request runs are written to bench/out/: N runs (default 1,000,000,
+about 40 MB, the file of issue 12) and N/10. Each line is a minimal flat record (a run
+id, a short name of one of bench/synthetic.py's models, ok): the most runs per byte a valid file
+can hold, so the worst case for anything an importer keeps per run.
+
+Each file is imported by its own child process, started as a user starts a command:
+Django on a freshly migrated scratch SQLite database, one one-line import first (so
+every module the import uses is loaded), then its peak resident memory is read
+(``ru_maxrss``), then ``import_bench_file`` imports the file, then the peak is read
+again. The import's own peak is the difference; the child checks that every run was
+stored. Only the import is timed.
+
+How to read it
+--------------
+``growth = import peak at N / import peak at N/10``: 1.0 means the importer's memory
+does not depend on the file's size (a constant plus one run); 10 means it grows in
+proportion to the file.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/import_memory.py [--runs N] [--smoke] [--out DIR]
+
+``--smoke`` measures 20,000 and 2,000 runs (every check still made; results in
+bench/out/smoke/), as ``make test`` does so the script cannot rot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import common  # bench/ is on sys.path when a script runs
+import synthetic
+
+
+def write_one_request_runs(path: Path, n_runs: int) -> None:
+    models = list(synthetic.MODEL_SHORT.values())
+    with path.open("w") as out:
+        for i in range(n_runs):
+            out.write(f'{{"run":"r{i:07d}","model":"{models[i % len(models)]}","ok":true}}\n')
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+# --- the child: one import, measured ---------------------------------------------------
+
+
+def measure_import(path: Path, n_runs: int) -> dict[str, Any]:
+    """In the child process: import path into a fresh database; its peak memory before and after."""
+    with tempfile.TemporaryDirectory(prefix="kvlab-import-memory-") as tmp:
+        common.setup_migrated_django(Path(tmp))
+        from benchmarks.history.importer import import_bench_file
+        from benchmarks.models import RequestResult, Run
+
+        warm_up = Path(tmp) / "one.jsonl"
+        write_one_request_runs(warm_up, 1)
+        with warm_up.open("rb") as f:
+            assert import_bench_file(f, filename=warm_up.name, origin="command").status == "imported"
+        Run.objects.all().delete()
+
+        before = peak_rss_mib()
+        start = time.perf_counter()
+        with path.open("rb") as f:
+            file_import = import_bench_file(f, filename=path.name, origin="command")
+        seconds = time.perf_counter() - start
+        after = peak_rss_mib()
+        assert file_import.status == "imported", f"the import was {file_import.status}"
+        assert file_import.n_runs == n_runs == Run.objects.count(), f"{file_import.n_runs} of {n_runs} runs stored"
+        assert RequestResult.objects.count() == n_runs
+    return {
+        "runs": n_runs,
+        "file_mib": round(path.stat().st_size / 2**20, 2),
+        "peak_before_mib": round(before, 1),
+        "peak_after_mib": round(after, 1),
+        "import_peak_mib": round(after - before, 1),
+        "seconds": round(seconds, 2),
+    }
+
+
+def run_child(path: Path, n_runs: int) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", str(path), "--runs", str(n_runs)]
+    done = subprocess.run(command, cwd=common.ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, f"the import of {path.name} failed:\n{done.stdout}\n{done.stderr}"
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+# --- running and reporting ---------------------------------------------------------
+
+
+def print_table(results: dict[str, Any]) -> None:
+    print("\nImport of one-request runs, each file in a fresh process; peak resident memory (ru_maxrss)")
+    header = f"{'runs':>10} {'file MiB':>9} {'peak before':>12} {'peak after':>11} {'import peak':>12} {'seconds':>8}"
+    common.print_header(header)
+    for r in results["sizes"]:
+        print(
+            f"{r['runs']:>10,} {r['file_mib']:>9.1f} {r['peak_before_mib']:>12.1f} {r['peak_after_mib']:>11.1f} "
+            f"{r['import_peak_mib']:>12.1f} {r['seconds']:>8.2f}"
+        )
+    print(f"\ngrowth (import peak at the larger file / at the smaller): {results['growth']:.2f}x")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=1_000_000, help="one-request runs in the larger file")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)  # internal: import this file, print JSON
+    args = common.parse_args(parser, argv, smoke={"runs": 20_000})
+    if args.runs < 10:
+        parser.error("--runs must be at least 10")
+    if args.child:
+        print(json.dumps(measure_import(args.child, args.runs)))
+        return 0
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    sizes = []
+    for n_runs in (args.runs // 10, args.runs):
+        path = args.out / f"one_request_runs_{n_runs}.jsonl"
+        write_one_request_runs(path, n_runs)
+        measured = run_child(path, n_runs)
+        path.unlink()
+        print(f"  {n_runs:>10,} runs: import peak {measured['import_peak_mib']:,.1f} MiB in {measured['seconds']} s")
+        sizes.append(measured)
+    small, large = sizes
+    results = {
+        "sizes": sizes,
+        "growth": round(large["import_peak_mib"] / max(small["import_peak_mib"], 1.0), 2),
+        **common.machine(),
+    }
+    print_table(results)
+    common.write_results(args.out, "import_memory", results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
