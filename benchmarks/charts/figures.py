@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..history.outcomes import FAILED, outcome_of
 from . import series
@@ -57,6 +57,10 @@ GROUPINGS = {
     "series": ("configuration + workload", (*series.FLAG_FIELDS, *series.WORKLOAD_FIELDS)),
 }
 CHANGE_FIELDS = (*series.CONFIG_FIELDS, "build")  # a change within a line is marked with a diamond
+CHANGE_KINDS = {  # a change within a line: the fields that make it, its marker
+    "configuration": (CHANGE_FIELDS, "diamond-open"),
+    "workload": (series.WORKLOAD_FIELDS, "square-open"),
+}
 NOTE_COLOR = "#8a5a00"
 
 
@@ -102,14 +106,23 @@ def mixed_note(mixed: Sequence[series.Mixed], n_groups: int) -> dict[str, Any]:
     }
 
 
-def timeline(rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str) -> dict[str, Any]:
+def mixed_lines(rows: Iterable[Mapping[str, Any]], grouping: str) -> list[series.Mixed]:
+    """The lines of a timeline that mix configurations or workloads."""
+    return series.mixed_groups(rows, lambda row: group_name(row, grouping))
+
+
+def timeline(
+    rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str, mixed: Sequence[series.Mixed] | None = None
+) -> dict[str, Any]:
     """One line per group over time; failed runs as red crosses; configuration and workload changes marked.
 
-    Kept compact for large histories: per point only time (seconds, UTC), value, run id,
-    "ok/total" and an index into the trace's table of configurations; charts.js expands
-    the hover text in the browser.
+    Kept compact for large histories: per point its time (UTC, to the second), value and
+    run id, and its hover facts as numbers and an index into the line's table of flags
+    (`_hover_facts`); charts.js writes the hover text in the browser. `mixed`: the caller's
+    `mixed_lines(rows, grouping)`, if it has them.
     """
-    traces, n_groups, mixed = _timeline_traces(rows, grouping, "y")
+    traces, n_groups = _timeline_traces(rows, grouping, "y")
+    mixed = mixed_lines(rows, grouping) if mixed is None else mixed
     layout = {
         "xaxis": {"title": {"text": "run start (UTC)"}, "type": "date"},
         "yaxis": {"title": {"text": metric.label}, "rangemode": "tozero" if metric.key == "success" else "normal"},
@@ -144,10 +157,10 @@ def timeline_by_model(
     n_groups = 0
     for i, model in enumerate(shown):
         axis = "" if i == 0 else str(i + 1)
-        panel, groups, mixed = _timeline_traces(by_model[model], grouping, f"y{axis}")
+        panel, groups = _timeline_traces(by_model[model], grouping, f"y{axis}")
         traces += panel
         n_groups += groups
-        all_mixed += mixed
+        all_mixed += mixed_lines(by_model[model], grouping)
         top = 1 - i * (height + gap)
         layout[f"yaxis{axis}"] = {
             "domain": [max(top - height, 0), top],
@@ -177,77 +190,108 @@ def timeline_by_model(
     return {"data": traces, "layout": layout}, models[max_panels:]
 
 
-def _timeline_traces(
-    rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: str
-) -> tuple[list[dict[str, Any]], int, list[series.Mixed]]:
+def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: str) -> tuple[list[dict[str, Any]], int]:
+    """The lines of a timeline (column by column: 10,000 points) and its markers; how many lines."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(group_name(row, grouping), []).append(row)
     traces: list[dict[str, Any]] = []
     fail_x, fail_ids, fail_text = [], [], []
-    change: dict[str, tuple[list[Any], ...]] = {"configuration": ([], [], [], []), "workload": ([], [], [], [])}
+    changes: dict[str, list[_Changes]] = {kind: [] for kind in CHANGE_KINDS}
     for group, points in groups.items():
         name = literal(group)
-        xs, ys, ids, outcomes, config_index = [], [], [], [], []
-        configs: dict[str, int] = {}
-        previous = None
-        for row in points:
-            failed = outcome_of(row["n_ok"], row["n_requests"]) == FAILED
-            value = None if failed else _round(row["value"])
-            when = _when(row["started_at"])
-            config = literal(f"{series.flags_label(row)} · {series.workload_label(row)}")
-            xs.append(when)
-            ys.append(value)
-            ids.append(row["pk"])
-            outcomes.append(f"{row['n_ok']}/{row['n_requests']}")
-            config_index.append(configs.setdefault(config, len(configs)))
-            if failed:
+        xs = [_when(row["started_at"]) for row in points]
+        failed = [outcome_of(row["n_ok"], row["n_requests"]) == FAILED for row in points]
+        ys = [None if fail else _round(row["value"]) for row, fail in zip(points, failed, strict=True)]
+        for row, when, fail in zip(points, xs, failed, strict=True):
+            if fail:
                 fail_x.append(when)
                 fail_ids.append(row["pk"])
                 fail_text.append(f"{name}: {literal(row['key'])} failed, 0/{row['n_requests']} ok")
-            for kind, fields in (("configuration", CHANGE_FIELDS), ("workload", series.WORKLOAD_FIELDS)):
-                if previous is not None and series.key(previous, fields) != series.key(row, fields):
-                    cx, cy, cids, ctext = change[kind]
-                    cx.append(when)
-                    cy.append(value)
-                    cids.append(row["pk"])
-                    ctext.append(f"{name}: {_describe_change(previous, row, fields)}")
-            previous = row
-        traces.append(
-            {
-                "type": "scattergl" if len(xs) > WEBGL_POINTS else "scatter",
-                "mode": "lines+markers",
-                "name": name,
-                "x": xs,
-                "y": ys,
-                "customdata": ids,
-                "hovertext_parts": {"outcome": outcomes, "config": config_index, "configs": list(configs)},
-                "hovertemplate": "%{text}<br>%{y}<extra>%{fullData.name}</extra>",
-                "connectgaps": False,
-                "yaxis": yaxis,
-            }
-        )
+        trace = {
+            "type": "scattergl" if len(xs) > WEBGL_POINTS else "scatter",
+            "mode": "lines+markers",
+            "name": name,
+            "x": xs,
+            "y": ys,
+            "customdata": [row["pk"] for row in points],
+            "hover_facts": _hover_facts(points),  # charts.js writes each point's hover text from them
+            "hovertemplate": "%{text}<br>%{y}<extra>%{fullData.name}</extra>",
+            "connectgaps": False,
+            "yaxis": yaxis,
+        }
+        traces.append(trace)
+        for kind, (fields, _) in CHANGE_KINDS.items():
+            keys = [tuple(map(row.get, fields)) for row in points]
+            where = [i for i in range(1, len(points)) if keys[i] != keys[i - 1]]
+            if where:
+                changes[kind].append(_Changes(trace, points, where))
     values = [y for t in traces for y in t["y"] if y is not None]
     floor = min(values) if values else 0
     extra = []
     if fail_x:
         extra.append(_markers("failed runs", fail_x, [floor] * len(fail_x), fail_ids, fail_text, "x", FAIL_COLOR))
-    for kind, symbol in (("configuration", "diamond-open"), ("workload", "square-open")):
-        cx, cy, cids, ctext = change[kind]
-        if len(cx) > MAX_CHANGE_MARKERS:
-            name = f"{kind} changed {len(cx):,} times: too many to mark"
-            extra.append({**_markers(name, [], [], [], [], symbol, "#444"), "visible": "legendonly"})
-        elif cx:
-            ys = [y if y is not None else floor for y in cy]
-            extra.append(_markers(f"{kind} changed", cx, ys, cids, ctext, symbol, "#444"))
+    for kind, lines in changes.items():
+        if lines:
+            extra.append(_change_markers(kind, lines, floor))
     for trace in extra:
         trace.update(yaxis=yaxis, legendgroup=trace["name"], showlegend=yaxis == "y")
-    mixed = series.mixed_groups(rows, lambda row: group_name(row, grouping))
-    return traces + extra, len(groups), mixed
+    return traces + extra, len(groups)
+
+
+class _Changes(NamedTuple):
+    """Where a line's configuration (or workload) differs from the run before: indices into its points."""
+
+    trace: dict[str, Any]
+    points: Sequence[Mapping[str, Any]]
+    where: list[int]
+
+
+def _change_markers(kind: str, lines: Sequence[_Changes], floor: float) -> dict[str, Any]:
+    """A marker per change, each saying what changed; past MAX_CHANGE_MARKERS only their number, undescribed."""
+    fields, symbol = CHANGE_KINDS[kind]
+    n_changes = sum(len(line.where) for line in lines)
+    if n_changes > MAX_CHANGE_MARKERS:
+        name = f"{kind} changed {n_changes:,} times: too many to mark"
+        return {**_markers(name, [], [], [], [], symbol, "#444"), "visible": "legendonly"}
+    xs, ys, ids, texts = [], [], [], []
+    for trace, points, where in lines:
+        for i in where:
+            y = trace["y"][i]
+            xs.append(trace["x"][i])
+            ys.append(floor if y is None else y)
+            ids.append(points[i]["pk"])
+            texts.append(f"{trace['name']}: {_describe_change(points[i - 1], points[i], fields)}")
+    return _markers(f"{kind} changed", xs, ys, ids, texts, symbol, "#444")
+
+
+def _hover_facts(points: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """A line's hover facts, compact: per point its outcome, its workload as numbers and an index into the
+    line's table of flags, each escaped once. charts.js writes them as "ok/total ok · flags · workload".
+
+    In a lab where nearly every run has its own prompt size, one such string per point was two thirds
+    of a 10,000-run timeline's page (~100 bytes a point); these take ~20.
+    """
+    keys = [tuple(map(row.get, series.FLAG_FIELDS)) for row in points]
+    table: dict[tuple[Any, ...], int] = {}
+    flags: list[str] = []
+    for key, row in zip(keys, points, strict=True):
+        if key not in table:
+            table[key] = len(flags)
+            flags.append(literal(series.flags_label(row)))
+    return {
+        "flags": flags,
+        "flag": [table[key] for key in keys],
+        "ok": [row["n_ok"] for row in points],
+        "requests": [row["n_requests"] for row in points],
+        "concurrency": [row.get("concurrency") for row in points],
+        "prompt": [row.get("prompt_tokens_max") for row in points],
+        "n_predict": [row.get("n_predict_max") for row in points],
+    }
 
 
 def _when(value: datetime | str) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%S") if isinstance(value, datetime) else value
+    return value.isoformat(timespec="seconds")[:19] if isinstance(value, datetime) else value
 
 
 def _markers(

@@ -83,6 +83,9 @@ def csv_safe(value: Any) -> Any:
     return value
 
 
+DOWNLOAD_FORMATS = ("json", "csv")
+
+
 def _download(request: HtmxHttpRequest, rows: list[dict[str, Any]], name: str) -> HttpResponse | None:
     fmt = request.GET.get("format")
     if fmt == "json":
@@ -120,17 +123,19 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     truncated = len(rows) > MAX_TIMELINE_POINTS
     rows = rows[:MAX_TIMELINE_POINTS]
     rows.sort(key=lambda r: (figures.group_name(r, grouping), r["started_at"], r["pk"]))
-    download = _download(request, [_flat(r, metric) for r in rows], "timeline")
-    if download:
-        return download
-    figure = figures.timeline(rows, metric, grouping) if rows else None
+    if request.GET.get("format") in DOWNLOAD_FORMATS:  # the flat rows only for a download
+        download = _download(request, [_flat(r, metric) for r in rows], "timeline")
+        if download:
+            return download
+    mixed = figures.mixed_lines(rows, grouping)
+    figure = figures.timeline(rows, metric, grouping, mixed) if rows else None
     if figure and form.cleaned_data.get("x0") and form.cleaned_data.get("x1"):
         figure["layout"]["xaxis"]["range"] = [form.cleaned_data["x0"].isoformat(), form.cleaned_data["x1"].isoformat()]
     context.update(
         metric=metric,
         grouping=grouping,
         grouping_label=figures.GROUPINGS[grouping][0],
-        mixed=series.mixed_groups(rows, lambda row: figures.group_name(row, grouping)),
+        mixed=mixed,
         figure=figure,
         n_points=len(rows),
         truncated=truncated,

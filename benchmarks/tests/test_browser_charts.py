@@ -28,6 +28,7 @@ from django.utils import timezone
 from playwright.sync_api import BrowserContext, ConsoleMessage, Page, expect, sync_playwright
 
 from benchmarks.charts import figures as charts
+from benchmarks.charts import series
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import RequestResult, Run
 from benchmarks.tests.conftest import DEMO_PATH, flat, jsonl
@@ -288,6 +289,42 @@ def test_timeline_draws_one_trace_per_label_and_one_for_failed_runs(tab: Tab, de
     )
     assert "not like for like" in " ".join(tab.annotations("#timeline-figure-plot"))
     tab.screenshot("timeline")
+    tab.assert_no_errors()
+
+
+def test_hovering_a_timeline_point_shows_its_outcome_flags_and_workload(tab: Tab, demo: dict[str, Run]) -> None:
+    tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
+    tab.wait_for_plot("#timeline-figure-plot")
+    traces = tab.traces("#timeline-figure-plot")
+    runs = {r.pk: r for r in demo.values()}
+    lines = [t for t in traces if t["name"] in {"original", "C2", "C3P"}]
+    # charts.js writes each point's text from the compact hover facts: as series writes the labels.
+    for trace in lines:
+        assert trace["text"] == [
+            f"{runs[pk].n_ok}/{runs[pk].n_requests} ok · {series.flags_label(vars(runs[pk]))}"
+            f" · {series.workload_label(vars(runs[pk]))}"
+            for pk in trace["customdata"]
+        ]
+    c2 = traces.index(next(t for t in traces if t["name"] == "C2"))
+    x3 = traces[c2]["customdata"].index(demo["c2-x3"].pk)
+    shown = tab.evaluate(
+        """([sel, curve, point]) => { const el = document.querySelector(sel);
+               Plotly.Fx.hover(el, [{curveNumber: curve, pointNumber: point}]);
+               return Array.from(el.querySelectorAll('.hoverlayer .hovertext'), e => ({
+                   lines: Array.from(e.querySelectorAll('text.nums tspan.line'), t => t.textContent),
+                   name: e.querySelector('text.name').textContent})); }""",
+        ["#timeline-figure-plot", c2, x3],
+    )
+    assert shown == [
+        {
+            "lines": [
+                "3/3 ok · -c 9216 -np 3 per-slot f16/f16 no KV offload · concurrency 3 · prompt 4362 tok"
+                " · n_predict 1738",
+                "2.15",
+            ],
+            "name": "C2",
+        }
+    ]
     tab.assert_no_errors()
 
 

@@ -2,6 +2,7 @@
 
 import json
 import re
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -9,6 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.charts import figures as charts
+from benchmarks.charts import series
 from benchmarks.models import Run
 
 from .conftest import flat, jsonl
@@ -89,6 +91,31 @@ def test_the_timeline_data_downloads_as_csv_and_json(client, demo_import):
     assert lines[0].startswith("pk,key,label") and lines[0].endswith(",tok_s") and len(lines) == 3
     data = client.get(reverse("chart-timeline"), {"label": "C2", "format": "json"}).json()
     assert [r["key"] for r in data["rows"]] == ["c2-single", "c2-x3"] and data["rows"][1]["tok_s"] == 2.15
+
+
+def test_the_timeline_json_download_carries_each_runs_outcome_configuration_and_workload(client, demo_import):
+    (_, row) = client.get(reverse("chart-timeline"), {"label": "C2", "format": "json"}).json()["rows"]
+    assert row == {
+        "pk": Run.objects.get(key="c2-x3").pk,
+        "key": "c2-x3",
+        "label": "C2",
+        "model": "Devstral-Small-2-24B-Q4_K_M.gguf",
+        "gpu": "RTX 5060 Ti 16GB",
+        "started_at": "2026-09-18 20:14:52+00:00",
+        "n_ok": 3,
+        "n_requests": 3,
+        "ctx_size": 9216,
+        "parallel": 3,
+        "kv_unified": False,
+        "cache_type_k": "f16",
+        "cache_type_v": "f16",
+        "kv_offload": False,
+        "flash_attn": "",
+        "concurrency": 3,
+        "prompt_tokens_max": 4362,
+        "n_predict_max": 1738,
+        "tok_s": 2.15,
+    }
 
 
 def test_an_empty_chart_says_so(client, db):
@@ -193,3 +220,71 @@ def test_a_zoomed_range_in_the_url_is_applied_to_the_chart(client, demo_import):
     fig = figure(client.get(reverse("chart-timeline"), query), "timeline-figure")
     assert fig["layout"]["xaxis"]["range"] == ["2026-09-18T19:00:00+00:00", "2026-09-18T21:30:00+00:00"]
     assert client.get(reverse("chart-timeline"), {"x0": "never"}).status_code == 400
+
+
+def test_a_description_names_a_few_values_of_a_field_and_counts_the_rest():
+    rows = [{"model": f"m{i}", "concurrency": 1 + i % 2} for i in range(300)]
+    diff = series.differences(rows, series.SERIES_FIELDS)
+    assert diff == {"model": [f"m{i}" for i in range(300)], "concurrency": ["1", "2"]}
+    assert series.describe(diff) == "model m0 / m1 / m2 / m3 and 296 more; concurrency 1 / 2"
+    assert series.describe({"model": ["a", "b", "c", "d"]}) == "model a / b / c / d"  # all, when only a few
+
+
+def _one_line_of_distinct_runs(n: int) -> None:
+    """n runs of one label, each of its own model and prompt size: as a lab that varies everything."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    Run.objects.bulk_create(
+        Run(
+            key=f"run-{i:05d}",
+            label="nightly",
+            model=f"lab-model-{i:05d}-Q4_K_M.gguf",
+            gpu="RTX 4090",
+            started_at=start + timedelta(minutes=i),
+            n_requests=4,
+            n_ok=4 if i % 10 else 0,
+            ctx_size=8192,
+            parallel=4,
+            kv_unified=True,
+            cache_type_k="q8_0",
+            cache_type_v="q8_0",
+            kv_offload=True,
+            flash_attn="on",
+            concurrency=1 + i % 8,
+            prompt_tokens_max=10_000 + i,
+            n_predict_max=256,
+            tok_s_mean=20.0 + i % 7,
+        )
+        for i in range(Run.objects.count(), n)
+    )
+
+
+def test_the_timeline_grows_by_its_points_alone_when_every_run_has_its_own_model_and_prompt(client):
+    # Past MAX_CHANGE_MARKERS changes the markers are counted, so from 600 to 1,200 runs
+    # the page grows only by the points: time, value, run id and ~20 bytes of hover facts.
+    sizes = {}
+    for n in (600, 1200):
+        _one_line_of_distinct_runs(n)
+        page = client.get(reverse("chart-timeline")).content.decode()
+        assert f"{n} runs" in page
+        sizes[n] = len(page.encode())
+    assert (sizes[1200] - sizes[600]) / 600 < 64  # bytes per run: 56 here, 180 when each point had its own hover string
+    warning = re.search(r'<div class="warning" role="status" id="mixed-warning">(.*?)</div>', page, re.S)
+    assert warning and len(warning.group(1)) < 1000  # names a few models, not all 1,200
+    assert (
+        "nightly mixes configurations (model lab-model-00000-Q4_K_M.gguf / lab-model-00001-Q4_K_M.gguf / "
+        "lab-model-00002-Q4_K_M.gguf / lab-model-00003-Q4_K_M.gguf and 1,196 more) and workloads "
+        "(concurrency 1 / 2 / 3 / 4 and 4 more; prompt tokens 10000 / 10001 / 10002 / 10003 and 1,196 more)"
+    ) in warning.group(1)
+
+
+def test_each_timeline_point_carries_its_outcome_flags_and_workload_for_its_hover(client, demo_import):
+    fig = traces(figure(client.get(reverse("chart-timeline"), {"label": "C2"}), "timeline-figure"))
+    assert fig["C2"]["hover_facts"] == {
+        "flags": ["-c 9216 -np 3 per-slot f16/f16 no KV offload"],  # one entry per distinct flags of the line
+        "flag": [0, 0],
+        "ok": [1, 3],
+        "requests": [1, 3],
+        "concurrency": [1, 3],
+        "prompt": [4362, 4362],
+        "n_predict": [1738, 1738],
+    }

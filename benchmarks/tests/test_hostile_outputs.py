@@ -108,10 +108,12 @@ def _assert_no_user_markup(figure: dict) -> None:
 
 @pytest.mark.parametrize("grouping", ["label", "model"])
 def test_the_timeline_figure_escapes_labels_and_models(grouping):
-    rows = [_row(MARKUP, 1), _row(MARKUP, 2, n_ok=0, ctx_size=4096, build="<i>b2</i>")]
+    rows = [_row(MARKUP, 1), _row(MARKUP, 2, n_ok=0, ctx_size=4096, build="<i>b2</i>", cache_type_k="<i>q8</i>")]
     figure = figures.timeline(rows, figures.METRICS["tok_s"], grouping)
     _assert_no_user_markup(figure)
     assert "<i>" not in json.dumps(figure)
+    (line,) = [t for t in figure["data"] if "hover_facts" in t]  # the hover text's flags, escaped once each
+    assert line["hover_facts"]["flags"][1] == "-c 4096 -np 2 per-slot &lt;i&gt;q8&lt;/i&gt;/f16 fa True"
 
 
 def test_the_home_figure_escapes_model_panel_titles():

@@ -1,18 +1,26 @@
 // Draw every Plotly figure handed to the page with json_script, again after htmx swaps.
 (function () {
+  function shown(value) {
+    return value === null || value === undefined ? "?" : String(value);
+  }
+
   function render(root) {
     root.querySelectorAll("[data-figure]").forEach(function (el) {
       var source = document.getElementById(el.dataset.figure);
       if (!source) return;
       var figure = JSON.parse(source.textContent);
       figure.data.forEach(function (trace) {
-        // Compact hover parts from the server: "ok/total ok · configuration" per point.
-        var parts = trace.hovertext_parts;
-        if (!parts) return;
-        trace.text = parts.outcome.map(function (outcome, i) {
-          return outcome + " ok · " + parts.configs[parts.config[i]];
+        // Compact hover facts from the server (figures._hover_facts): per point its outcome, an index into the
+        // line's table of flags (escaped there) and its workload as numbers; the text reads as
+        // series.flags_label and series.workload_label write it.
+        var h = trace.hover_facts;
+        if (!h) return;
+        trace.text = h.flag.map(function (flag, i) {
+          return h.ok[i] + "/" + h.requests[i] + " ok · " + h.flags[flag] +
+            " · concurrency " + shown(h.concurrency[i]) + " · prompt " + shown(h.prompt[i]) +
+            " tok · n_predict " + shown(h.n_predict[i]);
         });
-        delete trace.hovertext_parts;
+        delete trace.hover_facts;
       });
       Plotly.react(el, figure.data, figure.layout, {
         responsive: true,
