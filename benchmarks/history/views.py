@@ -14,6 +14,7 @@ from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpRespons
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import cached_property
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
@@ -62,7 +63,11 @@ def value_suggestions(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
-    page = Paginator(run.requests.order_by("seq"), REQUESTS_PER_PAGE).get_page(request.GET.get("page"))
+    requests = run.requests.order_by("seq")
+    # A summarised run's n_requests is its number of requests (an import stores both at once; a job's run,
+    # 0 while it records, is summarised when its job ends or is reaped): no count of a million rows.
+    n_requests = run.n_requests or requests.count()
+    page = _CountedPaginator(requests, REQUESTS_PER_PAGE, n_requests).get_page(request.GET.get("page"))
     failures = run.requests.filter(ok=False).values("error_type").annotate(n=Count("id")).order_by("-n", "error_type")
     metrics = [
         ("TTFT", "request sent → first streamed token", F("ttft_s"), "s"),
@@ -83,6 +88,18 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "distributions": [d for d in distributions if d[2] is not None],
     }
     return render(request, "benchmarks/run_detail.html", context)
+
+
+class _CountedPaginator(Paginator):
+    """A Paginator told how many items its list holds, instead of counting them."""
+
+    def __init__(self, object_list: QuerySet[Any], per_page: int, count: int) -> None:
+        super().__init__(object_list, per_page)
+        self._count = count
+
+    @cached_property
+    def count(self) -> int:
+        return self._count
 
 
 class _JsonNumber(Func):

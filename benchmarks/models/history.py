@@ -131,6 +131,11 @@ class RequestResult(models.Model):
 
     class Meta:
         ordering = ["run", "seq"]
+        indexes = [
+            # a run page's failures by type (history.views.run_detail, run_compare): of a million requests it
+            # reads only the failed ones, and an import pays the index for its failed requests alone
+            models.Index(fields=["run", "error_type"], condition=Q(ok=False), name="request_failed_idx"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["run", "content_hash", "occurrence"], name="request_unique_content"),
             models.UniqueConstraint(fields=["run", "seq"], name="request_unique_seq"),

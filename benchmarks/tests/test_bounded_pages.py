@@ -209,6 +209,7 @@ def _run_with_requests(n: int) -> Run:
             )
         )
     RequestResult.objects.bulk_create(requests)
+    run.refresh_summary()  # as an import or a finished job leaves it
     return run
 
 
@@ -249,6 +250,41 @@ def test_a_run_page_never_loads_every_request(client):
     for sql in rows:
         if re.search(r'(?<!\()"benchmarks_requestresult"\."(extra|ttft_s)"\s*(,|FROM)', sql):
             assert "LIMIT" in sql, sql
+
+
+def _request_rows(response) -> list[str]:
+    return re.findall(r'<tr class="(?:ok|failed)">', response.content.decode())
+
+
+def test_a_run_page_takes_its_number_of_requests_from_the_run_not_a_count(client):
+    run = _run_with_requests(300)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("run-detail", args=[run.pk]), {"page": 2})
+    assert len(_request_rows(response)) == 100 and "page 2 of 2" in response.content.decode()
+    assert not [q for q in queries.captured_queries if re.search(r"COUNT\(\*\).*benchmarks_requestresult", q["sql"])]
+
+
+def test_a_run_still_being_recorded_counts_its_requests(client):
+    run = _run_with_requests(250)
+    Run.objects.filter(pk=run.pk).update(n_requests=0, n_ok=0)  # a job's run until the job ends
+    response = client.get(reverse("run-detail", args=[run.pk]), {"page": 2})
+    assert len(_request_rows(response)) == 50 and "page 2 of 2" in response.content.decode()
+
+
+def test_a_run_pages_failures_by_type_read_only_the_failed_requests(client):
+    run = _run_with_requests(300)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(reverse("run-detail", args=[run.pk]))
+    assert "timeout: 43" in response.content.decode()  # every 7th request, from the 4th
+    (sql,) = [q["sql"] for q in queries.captured_queries if '"error_type"' in q["sql"] and "GROUP BY" in q["sql"]]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL enable_seqscan = off")  # a test's table is small enough to scan
+            cursor.execute("EXPLAIN " + sql)
+        else:
+            cursor.execute("EXPLAIN QUERY PLAN " + sql)
+        plan = " ".join(str(row) for row in cursor.fetchall())
+    assert "request_failed_idx" in plan, plan
 
 
 def test_a_large_run_shows_an_even_sample_and_says_so(client, monkeypatch):

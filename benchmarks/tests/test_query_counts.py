@@ -205,11 +205,12 @@ PAGES = [
     # session, user; the model, GPU and label choices (one query, only when the form is drawn); count; the page
     Page("run-list", lambda h: reverse("run-list"), 5, _run_keys),
     Page("run-list-htmx", lambda h: reverse("run-list"), 2, _run_keys, htmx=True),
-    # session, user; the run; count and page of its requests; failures by type; the ok requests' timings
+    # session, user; the run; the page of its requests (their count is the run's); failures by type;
+    # the ok requests' timings
     Page(
         "run-detail",
         lambda h: reverse("run-detail", args=[h.runs[0].pk]),
-        7,
+        6,
         lambda h: (
             ["context_exceeded: 1", f"{h.size - 1} / {h.size}"]
             + [f'<td class="num">{10.0 + j:.2f} tok/s</td>' for j in range(1, h.size)]
