@@ -1,7 +1,13 @@
 """Store a bench_results.jsonl file: all of it in one transaction, or none of it.
 
 Every attempt leaves a FileImport row: "imported" with its counts, or "rejected"
-with each rejected line's number and reason (and no run or request stored).
+with its rejected lines' numbers and reasons (the first 1,000; n_rejected counts them
+all) and no run or request stored.
+
+Memory does not grow with the file: the reader spills the validated lines to disk and
+hands back one run at a time; runs are stored in batches of at most INSERT_BATCH
+requests (a larger run alone), and what stored runs already hold is read in batches of
+the same size.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from django.utils import timezone
 from ..models import FileImport, RejectedLine, RequestResult, Run
 from .jsonl import LineError
 from .metrics import RunSummary, summarize
-from .reader import ParsedFile, ParsedRun, read_bench_file
+from .reader import ParsedRun, Rejects, SpilledFile, read_bench_file
 from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record
 
 log = logging.getLogger(__name__)
@@ -36,10 +42,10 @@ LOOKUP_BATCH = 500
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a file's records are built.
+    """Pause the cyclic garbage collector while a file is imported.
 
-    An import creates hundreds of thousands of long-lived, acyclic objects; every
-    collection would walk all of them again (a third of the import's time).
+    An import creates millions of short-lived, acyclic objects, freed as they go; the
+    collections their allocations would trigger find nothing to collect.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -50,9 +56,8 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class ConflictingRun(Exception):
-    def __init__(self, rejects: list[LineError]) -> None:
-        self.rejects = rejects
+class Rejected(Exception):
+    """A line was rejected while the file was being stored: roll the transaction back."""
 
 
 def import_bench_file(
@@ -63,93 +68,165 @@ def import_bench_file(
     user: Any = None,
     max_line_bytes: int | None = None,
 ) -> FileImport:
-    with gc_paused():
-        parsed = read_bench_file(stream, max_line_bytes=max_line_bytes or settings.KVLAB_IMPORT_MAX_LINE_BYTES)
-    meta = {
-        "filename": filename[:255],
-        "sha256": parsed.sha256,
-        "size_bytes": parsed.size_bytes,
-        "origin": origin,
-        "user": user if getattr(user, "is_authenticated", False) else None,
-        "n_read": parsed.n_read,
-        "n_blank": parsed.n_blank,
-    }
-    if parsed.rejects:
-        return _record_rejection(meta, parsed.rejects)
-    # Two imports of the same new runs can race; the loser's INSERT hits the unique
-    # constraint, its transaction rolls back, and the retry finds them as duplicates.
-    for attempt in range(3):
-        try:
-            with gc_paused(), transaction.atomic():
-                return _store(parsed, meta)
-        except ConflictingRun as conflict:
-            return _record_rejection(meta, conflict.rejects)
-        except IntegrityError:
-            if attempt == 2:
-                raise
-            log.info("import of %s raced another import; retrying", filename)
+    max_line_bytes = max_line_bytes or settings.KVLAB_IMPORT_MAX_LINE_BYTES
+    with gc_paused(), read_bench_file(stream, max_line_bytes=max_line_bytes) as parsed:
+        meta = {
+            "filename": filename[:255],
+            "sha256": parsed.sha256,
+            "size_bytes": parsed.size_bytes,
+            "origin": origin,
+            "user": user if getattr(user, "is_authenticated", False) else None,
+            "n_read": parsed.n_read,
+            "n_blank": parsed.n_blank,
+        }
+        if parsed.rejects:
+            _store_runs(parsed, None)  # only to find every other rejected line: nothing is written
+            return _record_rejection(meta, parsed.rejects)
+        # Two imports of the same new runs can race; the loser's INSERT hits the unique
+        # constraint, its transaction rolls back, and the retry finds them as duplicates.
+        for attempt in range(3):
+            try:
+                with transaction.atomic():
+                    return _store(parsed, meta)
+            except Rejected:
+                return _record_rejection(meta, parsed.rejects)
+            except IntegrityError:
+                if attempt == 2:
+                    raise
+                log.info("import of %s raced another import; retrying", filename)
     raise AssertionError("unreachable")
 
 
-def _record_rejection(meta: dict[str, Any], rejects: list[LineError]) -> FileImport:
+def _record_rejection(meta: dict[str, Any], rejects: Rejects) -> FileImport:
     with transaction.atomic():
-        file_import = FileImport.objects.create(**meta, status=FileImport.Status.REJECTED, n_rejected=len(rejects))
+        file_import = FileImport.objects.create(**meta, status=FileImport.Status.REJECTED, n_rejected=rejects.count)
         RejectedLine.objects.bulk_create(
             (
                 RejectedLine(file_import=file_import, line_no=e.line_no, reason=e.reason, excerpt=e.excerpt)
-                for e in rejects
+                for e in rejects.kept()
             ),
             batch_size=INSERT_BATCH,
         )
     return file_import
 
 
-def _store(parsed: ParsedFile, meta: dict[str, Any]) -> FileImport:
+def _store(parsed: SpilledFile, meta: dict[str, Any]) -> FileImport:
     file_import = FileImport.objects.create(**meta, status=FileImport.Status.IMPORTED)
-    existing = _existing_runs(parsed.runs)
-    rejects = [e for run in parsed.runs.values() if run.key in existing for e in _conflicts(run, existing[run.key])]
-    if rejects:
-        raise ConflictingRun(rejects)
-
-    _insert_new_runs([run for key, run in parsed.runs.items() if key not in existing], file_import)
-    run_ids = dict(Run.objects.filter(first_import=file_import).values_list("key", "pk"))
-    run_ids.update((key, run.pk) for key, run in existing.items())
-
-    known = _known_requests([run.pk for run in existing.values()])
-    rows: list[tuple[Any, ...]] = []
-    touched_existing: list[Run] = []
-    request_row = _request_row_builder()
-    for key, parsed_run in parsed.runs.items():
-        run_id = run_ids[key]
-        seen, next_seq = known.get(run_id, (set(), 0))
-        before = len(rows)
-        for _line_no, record, occurrence in parsed_run.records:
-            if seen and (record.content_hash, occurrence) in seen:
-                continue
-            rows.append(request_row(run_id, next_seq, record, occurrence))
-            next_seq += 1
-        if key in existing:
-            filled = _fill_missing_run_values(existing[key], parsed_run)
-            if len(rows) > before or filled:
-                touched_existing.append(existing[key])
-    _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
-    for run in touched_existing:
-        run.refresh_summary()
-
-    file_import.n_imported = len(rows)
-    file_import.n_duplicate = parsed.n_records - len(rows)
-    file_import.n_runs = len(parsed.runs)
+    file_import.n_imported = _store_runs(parsed, file_import)
+    if parsed.rejects:
+        raise Rejected
+    file_import.n_duplicate = parsed.n_records - file_import.n_imported
+    file_import.n_runs = parsed.n_runs
     file_import.save(update_fields=["n_imported", "n_duplicate", "n_runs"])
     return file_import
 
 
-def _existing_runs(runs: dict[str, ParsedRun]) -> dict[str, Run]:
-    keys = list(runs)
+def _store_runs(parsed: SpilledFile, file_import: FileImport | None) -> int:
+    """Store the file's runs in batches and return how many requests were stored.
+
+    Every run is checked; none is stored once a line is rejected, or without file_import.
+    """
+    stored = 0
+    batch: list[ParsedRun] = []
+    n_batched = 0
+    for run in parsed.runs():
+        if batch and n_batched + len(run.records) > INSERT_BATCH:
+            stored += _store_batch(batch, file_import, parsed.rejects)
+            batch, n_batched = [], 0
+        batch.append(run)
+        n_batched += len(run.records)
+    if batch:
+        stored += _store_batch(batch, file_import, parsed.rejects)
+    return stored
+
+
+def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects: Rejects) -> int:
+    """Check a batch of runs against the stored runs, then store it if all is well; requests stored."""
+    existing = _existing_runs(runs)
+    for run in runs:
+        if run.key in existing:
+            for error in _conflicts(run, existing[run.key]):
+                rejects.add(error)
+    if rejects or file_import is None:
+        return 0
+
+    new_runs = [run for run in runs if run.key not in existing]
+    _insert_new_runs(new_runs, file_import)
+    run_ids = _run_ids([run.key for run in new_runs])
+    request_row = _request_row_builder()
+    rows = [
+        request_row(run_ids[run.key], seq, record, occurrence)
+        for run in new_runs
+        for seq, (_line_no, record, occurrence) in enumerate(run.records)
+    ]
+    _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
+    stored = len(rows)
+    for group in _by_stored_size([run for run in runs if run.key in existing], existing):
+        stored += _add_to_stored_runs(group, existing)
+    return stored
+
+
+def _by_stored_size(runs: list[ParsedRun], existing: dict[str, Run]) -> Iterator[list[ParsedRun]]:
+    """The runs in groups whose stored requests number at most INSERT_BATCH (a larger run alone)."""
+    group: list[ParsedRun] = []
+    size = 0
+    for run in runs:
+        n = existing[run.key].n_requests
+        if group and size + n > INSERT_BATCH:
+            yield group
+            group, size = [], 0
+        group.append(run)
+        size += n
+    if group:
+        yield group
+
+
+def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run]) -> int:
+    """Add the requests that stored runs do not hold yet and fill their missing fields; requests stored."""
+    known = _known_requests([existing[run.key].pk for run in runs])
+    request_row = _request_row_builder()
+    rows: list[tuple[Any, ...]] = []
+    touched: list[Run] = []
+    for parsed_run in runs:
+        stored_run = existing[parsed_run.key]
+        seen, next_seq = known.get(stored_run.pk, (set(), 0))
+        before = len(rows)
+        for _line_no, record, occurrence in parsed_run.records:
+            if (record.content_hash, occurrence) in seen:
+                continue
+            rows.append(request_row(stored_run.pk, next_seq, record, occurrence))
+            next_seq += 1
+        filled = _fill_missing_run_values(stored_run, parsed_run)
+        if len(rows) > before or filled:
+            touched.append(stored_run)
+    _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
+    for run in touched:
+        run.refresh_summary()
+    return len(rows)
+
+
+def _existing_runs(runs: list[ParsedRun]) -> dict[str, Run]:
+    ids = list(_run_ids([run.key for run in runs]).values())
     found: dict[str, Run] = {}
-    for i in range(0, len(keys), LOOKUP_BATCH):
-        for run in Run.objects.filter(key__in=keys[i : i + LOOKUP_BATCH]):
-            found[run.key] = run
+    for i in range(0, len(ids), LOOKUP_BATCH):
+        found.update((run.key, run) for run in Run.objects.filter(pk__in=ids[i : i + LOOKUP_BATCH]).order_by())
     return found
+
+
+def _run_ids(keys: list[str]) -> dict[str, int]:
+    """The ids of the stored runs among keys (in plain SQL: Django takes milliseconds to build IN of 500)."""
+    quote = connection.ops.quote_name
+    ids: dict[str, int] = {}
+    with connection.cursor() as cursor:
+        for i in range(0, len(keys), LOOKUP_BATCH):
+            chunk = keys[i : i + LOOKUP_BATCH]
+            cursor.execute(
+                f"SELECT {quote('key')}, {quote('id')} FROM {quote(Run._meta.db_table)} "
+                f"WHERE {quote('key')} IN ({', '.join(['%s'] * len(chunk))})",
+                chunk,
+            )
+            ids.update(cursor.fetchall())
+    return ids
 
 
 def _conflicts(parsed_run: ParsedRun, stored: Run) -> list[LineError]:

@@ -1,18 +1,51 @@
-"""Read a whole bench_results.jsonl file into runs, or into the reasons it is rejected.
+"""Read a bench_results.jsonl file into runs, one run at a time, or into the reasons it is rejected.
 
-Pure: bytes in, a `ParsedFile` out. The importer stores a file only when this
-found no rejected line (all-or-nothing), so every line is checked before any row
-is written.
+No Django database: bytes in, `ParsedRun`s out. Memory does not grow with the file:
+each valid line is validated once and spilled, as it is read, to a private SQLite file
+on disk (`SpilledFile`); `SpilledFile.runs()` reads the lines back grouped by run and
+merges each run's lines as it goes, holding one run at a time. The importer stores a
+file only when no line was rejected (all-or-nothing), so every line is checked before
+the file is stored.
 """
 
 from __future__ import annotations
 
 import hashlib
+import marshal
+import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from .jsonl import LineError, RecordError, decode_line, excerpt_of, iter_lines
 from .records import RUN_FIELD_NAMES, Record, normalize
+
+MAX_KEPT_REJECTS = 1_000  # a file's rejected lines stored with their reasons; the rest are counted
+SPILL_BATCH = 5_000  # lines written to the spill file at a time
+RUN_CACHE_SIZE = 256  # validated run contexts remembered (a flat file repeats one per run)
+EXCERPT_BYTES = 161  # of a line, kept for the excerpt should its run fields be rejected (excerpt_of shows 160)
+
+
+class Rejects:
+    """Every rejected line counted; the MAX_KEPT_REJECTS first (by line number) kept with their reasons."""
+
+    def __init__(self, keep: int = MAX_KEPT_REJECTS) -> None:
+        self.keep = keep
+        self.count = 0
+        self._kept: list[LineError] = []
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def add(self, error: LineError) -> None:
+        self.count += 1
+        self._kept.append(error)
+        if len(self._kept) >= 2 * self.keep:
+            self._kept = self.kept()
+
+    def kept(self) -> list[LineError]:
+        return sorted(self._kept, key=lambda e: e.line_no)[: self.keep]
 
 
 @dataclass(slots=True)
@@ -24,22 +57,42 @@ class ParsedRun:
     occurrences: dict[str, int] = field(default_factory=dict)  # content hash -> times seen
     value_lines: dict[int, int] = field(default_factory=dict)  # field index -> line that set it
 
+    @classmethod
+    def start(cls, line_no: int, record: Record) -> ParsedRun:
+        run = cls(key=record.run[0], first_line=line_no, values=record.run)
+        run.value_lines = {i: line_no for i, v in enumerate(record.run) if v is not None}
+        return run
+
+    def add(self, line_no: int, record: Record) -> None:
+        """Add a line of this run; RecordError when it describes the run differently."""
+        if record.run is not self.values and record.run != self.values:
+            self._merge_run_values(record, line_no)
+        occurrence = self.occurrences.get(record.content_hash, 0)
+        self.occurrences[record.content_hash] = occurrence + 1
+        self.records.append((line_no, record, occurrence))
+
     def run_dict(self) -> dict[str, Any]:
         return dict(zip(RUN_FIELD_NAMES, self.values, strict=True))
 
-
-@dataclass(slots=True)
-class ParsedFile:
-    sha256: str = ""
-    size_bytes: int = 0
-    n_read: int = 0
-    n_blank: int = 0
-    runs: dict[str, ParsedRun] = field(default_factory=dict)
-    rejects: list[LineError] = field(default_factory=list)
-
-    @property
-    def n_records(self) -> int:
-        return sum(len(run.records) for run in self.runs.values())
+    def _merge_run_values(self, record: Record, line_no: int) -> None:
+        """A run's lines must agree; a field missing on some lines is taken from the others."""
+        values = list(self.values)
+        filled = []
+        for i, value in enumerate(record.run):
+            if value is None:
+                continue
+            current = values[i]
+            if current is None:
+                values[i] = value
+                filled.append(i)
+            elif current != value:
+                name = RUN_FIELD_NAMES[i]
+                raise RecordError(
+                    f"run {self.key!r}: {name!r} is {value!r} here but {current!r} on line {self.value_lines[i]}; "
+                    "all lines of a run must describe the same run"
+                )
+        self.values = tuple(values)
+        self.value_lines.update(dict.fromkeys(filled, line_no))
 
 
 class _HashingReader:
@@ -57,14 +110,153 @@ class _HashingReader:
         return chunk
 
 
-def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> ParsedFile:
-    parsed = ParsedFile()
+# --- the spill file ------------------------------------------------------------------
+# One row per piece: up to SPILL_BATCH consecutive lines of one run, written with
+# marshal (the standard library's fastest exact serializer of plain values; the bytes
+# never leave this process) as a list of (line_no, run fields, ts in microseconds, the
+# other request fields, extra, content hash, excerpt). The run fields, and the line's
+# start for the excerpt of a message about them, are written only where they differ
+# from the line before (None): a flat file repeats them on every line. Each run's
+# first line is in `run`.
+
+_SPILL_SCHEMA = """
+CREATE TABLE piece (first_line INTEGER PRIMARY KEY, run_key NOT NULL, lines NOT NULL);
+CREATE TABLE run (key PRIMARY KEY, first_line NOT NULL) WITHOUT ROWID;
+"""
+_SPILL_PIECE = "INSERT INTO piece VALUES (?, ?, ?)"
+_SPILL_RUN = "INSERT OR IGNORE INTO run VALUES (?, ?)"  # the first line of a run wins
+_PIECES_IN_FILE_ORDER = "SELECT * FROM piece ORDER BY first_line"
+_PIECES_BY_RUN = (
+    "SELECT piece.* FROM piece JOIN run ON run.key = piece.run_key ORDER BY run.first_line, piece.first_line"
+)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+@dataclass(slots=True)
+class SpilledFile:
+    """A read file: its size, hash and counts, its rejected lines, and its valid lines on disk."""
+
+    spill: sqlite3.Connection
+    sha256: str = ""
+    size_bytes: int = 0
+    n_read: int = 0
+    n_blank: int = 0
+    n_records: int = 0
+    n_runs: int = 0
+    n_segments: int = 0  # stretches of lines of one run
+    rejects: Rejects = field(default_factory=Rejects)
+
+    def __enter__(self) -> SpilledFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.spill.close()
+
+    @property
+    def runs_are_contiguous(self) -> bool:
+        """No run's lines are split by another run's."""
+        return self.n_runs == self.n_segments
+
+    def runs(self) -> Iterator[ParsedRun]:
+        """Each run with its lines merged, in the order of their first lines, one at a time.
+
+        A line that describes its run differently from the run's earlier lines is
+        added to `rejects`, and left out of the run.
+        """
+        query = _PIECES_IN_FILE_ORDER if self.runs_are_contiguous else _PIECES_BY_RUN
+        run: ParsedRun | None = None
+        run_values: tuple[Any, ...] = ()
+        for _first_line, key, lines in self.spill.execute(query):
+            if run is not None and key != run.key:
+                yield run
+                run = None
+            for line_no, values, ts_us, request, extra, content_hash, excerpt in marshal.loads(lines):
+                if values is not None:
+                    run_values = values
+                ts = None if ts_us is None else _EPOCH + timedelta(microseconds=ts_us)
+                record = Record(run_values, (ts, *request), extra, content_hash)
+                if run is None:
+                    run = ParsedRun.start(line_no, record)
+                try:
+                    run.add(line_no, record)
+                except RecordError as exc:
+                    self.rejects.add(LineError(line_no, str(exc), excerpt_of(excerpt or b"")))
+        if run is not None:
+            yield run
+
+
+def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> SpilledFile:
+    """Read and validate every line of stream; use the result as a context manager (it closes the spill)."""
+    spill = sqlite3.connect("")  # a private temporary database on disk, deleted when closed
+    spill.executescript(
+        "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = FILE; PRAGMA cache_size = -8192;"
+        + _SPILL_SCHEMA
+    )
+    parsed = SpilledFile(spill)
+    try:
+        _spill_lines(parsed, stream, max_line_bytes)
+    except BaseException:
+        spill.close()
+        raise
+    return parsed
+
+
+class _Pieces:
+    """The lines of the spill file being written: the current piece, and pieces not yet written."""
+
+    def __init__(self, parsed: SpilledFile) -> None:
+        self.parsed = parsed
+        self.key = ""  # the current piece's run (a run key is never empty)
+        self.first_line = 0
+        self.lines: list[tuple[Any, ...]] = []
+        self.last_values: tuple[Any, ...] | None = None
+        self.pending: list[tuple[int, str, bytes]] = []
+        self.n_pending = 0
+        self.segments: list[tuple[str, int]] = []  # (run key, line) where the lines turn to another run
+
+    def add(self, line_no: int, record: Record, raw: bytes) -> None:
+        run, request = record.run, record.request
+        if run[0] != self.key:
+            self.close_piece()
+            self.segments.append((run[0], line_no))
+            self.key, self.first_line = run[0], line_no
+        elif len(self.lines) >= SPILL_BATCH:
+            self.close_piece()
+            self.first_line = line_no
+        values = excerpt = None
+        if run is not self.last_values and run != self.last_values:
+            values, excerpt, self.last_values = run, raw[:EXCERPT_BYTES], run
+        ts = request[0]
+        ts_us = None if ts is None else (ts - _EPOCH) // _MICROSECOND
+        self.lines.append((line_no, values, ts_us, request[1:], record.extra, record.content_hash, excerpt))
+
+    def close_piece(self) -> None:
+        """End the current piece (the next one starts with its run fields); write the pieces when they are many."""
+        if self.lines:
+            self.pending.append((self.first_line, self.key, marshal.dumps(self.lines)))
+            self.n_pending += len(self.lines)
+            self.lines, self.last_values = [], None
+        if self.n_pending >= SPILL_BATCH:
+            self.write()
+
+    def write(self) -> None:
+        spill = self.parsed.spill
+        spill.executemany(_SPILL_PIECE, self.pending)
+        spill.executemany(_SPILL_RUN, self.segments)
+        self.parsed.n_records += self.n_pending
+        self.parsed.n_segments += len(self.segments)
+        self.pending, self.n_pending, self.segments = [], 0, []
+
+
+def _spill_lines(parsed: SpilledFile, stream: IO[bytes], max_line_bytes: int) -> None:
     reader = _HashingReader(stream)
     run_cache: dict[Any, tuple[Any, ...]] = {}
+    pieces = _Pieces(parsed)
     for line_no, raw, too_long in iter_lines(reader, max_line_bytes):  # type: ignore[arg-type]
         if too_long:
             parsed.n_read += 1
-            parsed.rejects.append(
+            parsed.rejects.add(
                 LineError(line_no, f"line is longer than the limit of {max_line_bytes:,} bytes", excerpt_of(raw))
             )
             continue
@@ -72,44 +264,17 @@ def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> ParsedFile:
             parsed.n_blank += 1
             continue
         parsed.n_read += 1
+        if len(run_cache) > RUN_CACHE_SIZE:
+            run_cache.clear()
         try:
             record = normalize(decode_line(raw), run_cache)
-            _add(parsed, line_no, record)
         except RecordError as exc:
-            parsed.rejects.append(LineError(line_no, str(exc), excerpt_of(raw)))
+            parsed.rejects.add(LineError(line_no, str(exc), excerpt_of(raw)))
+            continue
+        pieces.add(line_no, record, raw)
+    pieces.close_piece()
+    pieces.write()
+    parsed.spill.commit()
+    parsed.n_runs = parsed.spill.execute("SELECT count(*) FROM run").fetchone()[0]
     parsed.sha256 = reader.digest.hexdigest()
     parsed.size_bytes = reader.size
-    return parsed
-
-
-def _add(parsed: ParsedFile, line_no: int, record: Record) -> None:
-    key = record.run[0]
-    run = parsed.runs.get(key)
-    if run is None:
-        run = ParsedRun(key=key, first_line=line_no, values=record.run)
-        run.value_lines = {i: line_no for i, v in enumerate(record.run) if v is not None}
-        parsed.runs[key] = run
-    elif record.run is not run.values and record.run != run.values:
-        _merge_run_values(run, record, line_no)
-    occurrence = run.occurrences.get(record.content_hash, 0)
-    run.occurrences[record.content_hash] = occurrence + 1
-    run.records.append((line_no, record, occurrence))
-
-
-def _merge_run_values(run: ParsedRun, record: Record, line_no: int) -> None:
-    """A run's lines must agree; a field missing on some lines is taken from the others."""
-    values = list(run.values)
-    for i, value in enumerate(record.run):
-        if value is None:
-            continue
-        current = values[i]
-        if current is None:
-            values[i] = value
-            run.value_lines[i] = line_no
-        elif current != value:
-            name = RUN_FIELD_NAMES[i]
-            raise RecordError(
-                f"run {run.key!r}: {name!r} is {value!r} here but {current!r} on line {run.value_lines[i]}; "
-                "all lines of a run must describe the same run"
-            )
-    run.values = tuple(values)
