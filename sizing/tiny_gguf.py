@@ -425,6 +425,9 @@ SPECS: dict[str, TinySpec] = {
     "granitemoe": TinySpec("granitemoe", "standard", {**_MOE, "logit_scale": 1.0}),
     # K and V heads of different widths (48 and 32): V padded to the widest layer without flash attention
     "llama-nextn": TinySpec("llama", "nextn", {"block_count": 5, "nextn_predict_layers": 1}),
+    # glm4 and exaone4 keep a whole block on their NextN layer (the loader skips it)
+    "glm4-nextn": TinySpec("glm4", "nextn", {"block_count": 5, "nextn_predict_layers": 1}),
+    "exaone4-nextn": TinySpec("exaone4", "nextn", {"block_count": 5, "nextn_predict_layers": 1}),
     "deci": TinySpec(
         "deci",
         "per-layer KV heads",

@@ -166,3 +166,45 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from sizing.tiny_gguf import write_all  # imports gguf/numpy only for the tests that need models
 
     return write_all(tmp_path_factory.mktemp("tiny-gguf"))
+
+
+def loader_log(binary: Path, model: Path, timeout: float = 30.0) -> str:
+    """llama-server's log up to the point where the weights are loaded (or it stopped): for learn_tensors."""
+    from sizing.tiny_gguf import LOADED
+
+    args = [str(binary), "-m", str(model), "--port", "0", "-lv", "4", "--no-webui", "-c", "512", "-np", "1"]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and proc.poll() is None:
+                log.seek(0)
+                if LOADED.encode() in log.read():
+                    break
+                time.sleep(0.005)
+        finally:
+            proc.kill()
+            proc.wait()
+        log.seek(0)
+        return log.read().decode("utf-8", errors="replace")
+
+
+@pytest.fixture(scope="session")
+def spec_models(llama_server_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """spec name -> a tiny GGUF of it, its tensors learnt from the server's loader once per session."""
+    from sizing.tiny_gguf import SPECS, learn_tensors, write_model
+
+    directory = tmp_path_factory.mktemp("spec-gguf")
+    written: dict[str, Path] = {}
+
+    def model(name: str) -> Path:
+        if name not in written:
+            spec = SPECS[name]
+            metadata = spec.metadata()
+            tensors = learn_tensors(
+                lambda path: loader_log(llama_server_binary, path), directory, spec.arch, metadata, spec.optional
+            )
+            written[name] = write_model(directory / f"{name}.gguf", spec.arch, metadata, tensors)
+        return written[name]
+
+    return model

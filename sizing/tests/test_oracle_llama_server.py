@@ -19,9 +19,6 @@ Run: pytest sizing/tests/test_oracle_llama_server.py -m llama_server
 
 from __future__ import annotations
 
-import subprocess
-import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -32,7 +29,7 @@ from sizing.gguf import read_gguf_head
 from sizing.hparams import ModelParams, model_params
 from sizing.kv import KVLayout, ServerFlags, kv_layout
 from sizing.server_log import CONTEXT_RE, KV_RE, RECURRENT_RE, SLOTS_RE, KVLine, mib
-from sizing.tiny_gguf import LOADED, SPECS, WRITERS, learn_tensors, write_model
+from sizing.tiny_gguf import SPECS, WRITERS
 
 from .conftest import ServerRun
 
@@ -200,44 +197,6 @@ FAMILY_FLAGS: dict[str, list[str]] = {
     "hybrid SWA": ["-c 2048 -np 2", "-c 4096 -np 1 -ub 256", "-c 4096 -np 1 --swa-full"],
 }
 SPEC_CASES = [(name, flags) for name, spec in SPECS.items() for flags in FAMILY_FLAGS[spec.family]]
-
-
-def loader_log(binary: Path, model: Path, timeout: float = 30.0) -> str:
-    """llama-server's log up to the point where the weights are loaded (or it stopped): for learn_tensors."""
-    args = [str(binary), "-m", str(model), "--port", "0", "-lv", "4", "--no-webui", "-c", "512", "-np", "1"]
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline and proc.poll() is None:
-                log.seek(0)
-                if LOADED.encode() in log.read():
-                    break
-                time.sleep(0.005)
-        finally:
-            proc.kill()
-            proc.wait()
-        log.seek(0)
-        return log.read().decode("utf-8", errors="replace")
-
-
-@pytest.fixture(scope="session")
-def spec_models(llama_server_binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """spec name -> a tiny GGUF of it, its tensors learnt from the server's loader once per session."""
-    directory = tmp_path_factory.mktemp("spec-gguf")
-    written: dict[str, Path] = {}
-
-    def model(name: str) -> Path:
-        if name not in written:
-            spec = SPECS[name]
-            metadata = spec.metadata()
-            tensors = learn_tensors(
-                lambda path: loader_log(llama_server_binary, path), directory, spec.arch, metadata, spec.optional
-            )
-            written[name] = write_model(directory / f"{name}.gguf", spec.arch, metadata, tensors)
-        return written[name]
-
-    return model
 
 
 @pytest.mark.parametrize(("name", "flags"), SPEC_CASES, ids=[f"{n} {f}" for n, f in SPEC_CASES])

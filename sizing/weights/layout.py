@@ -98,6 +98,11 @@ def every(hp: Hp, i: int) -> bool:
     return i < hp.n_layer
 
 
+def with_nextn(hp: Hp, i: int) -> bool:
+    """The trunk and the NextN layers, for loaders that give a NextN layer a whole block too."""
+    return i < hp.n_layer_all
+
+
 def attention_layers(hp: Hp, i: int) -> bool:
     """Layers with KV heads (hybrids write 0 KV heads for their recurrent layers)."""
     return i < hp.n_layer and hp.n_head_kv[i] > 0
@@ -490,20 +495,21 @@ ARCHS: dict[str, ArchLayout] = {
     "glm4": ArchLayout(
         _src("glm4"),
         (
-            *_PRE,
-            Attention(bias=True),
-            Norm("post_attention_norm"),
-            Norm("ffn_norm"),
+            Norm("attn_norm", where=with_nextn),
+            Attention(bias=True, where=with_nextn),
+            Norm("post_attention_norm", where=with_nextn),
+            Norm("ffn_norm", where=with_nextn),
             Ffn(up_doubled=True),
-            Norm("post_ffw_norm"),
+            Norm("post_ffw_norm", where=with_nextn),
+            NextN(),
         ),
     ),
     "glm4moe": ArchLayout(
         _src("glm4-moe"),
         (
-            Norm("attn_norm", where=lambda hp, i: i < hp.n_layer_all),
-            Attention(bias=True, where=lambda hp, i: i < hp.n_layer_all),
-            Norm("post_attention_norm", where=lambda hp, i: i < hp.n_layer_all),
+            Norm("attn_norm", where=with_nextn),
+            Attention(bias=True, where=with_nextn),
+            Norm("post_attention_norm", where=with_nextn),
             Ffn(),
             Experts(shared="count", probs_bias=True),
             NextN(),
@@ -512,9 +518,9 @@ ARCHS: dict[str, ArchLayout] = {
     "deepseek2": ArchLayout(
         _src("deepseek2"),
         (
-            Norm("attn_norm", where=lambda hp, i: i < hp.n_layer_all),
-            Mla(where=lambda hp, i: i < hp.n_layer_all),
-            Norm("ffn_norm", where=lambda hp, i: i < hp.n_layer_all),
+            Norm("attn_norm", where=with_nextn),
+            Mla(where=with_nextn),
+            Norm("ffn_norm", where=with_nextn),
             Ffn(),
             Experts(shared="count", probs_bias=True),
             NextN(),
@@ -534,7 +540,16 @@ ARCHS: dict[str, ArchLayout] = {
     "olmo2": ArchLayout(
         _src("olmo2"), (Attention(q_width="embd", qk_norm="full"), *_POST_ONLY, Ffn()), output="required"
     ),
-    "exaone4": ArchLayout(_src("exaone4"), (Attention(qk_norm="head"), *_POST_ONLY, Ffn())),
+    "exaone4": ArchLayout(
+        _src("exaone4"),
+        (
+            Attention(qk_norm="head", where=with_nextn),
+            Norm("post_attention_norm", where=with_nextn),
+            Norm("post_ffw_norm", where=with_nextn),
+            Ffn(),
+            NextN(),
+        ),
+    ),
     "lfm2": ArchLayout(
         _src("lfm2"),
         (*_FFN, *_PRE, Attention(q_width="embd", qk_norm="head", where=attention_layers), ShortConv()),
@@ -616,7 +631,9 @@ def tensor_table(
         t.add("rope_freqs.weight", hp.n_rot // 2)
     if layout.extra is not None:
         layout.extra(t, hp)
-    for i in range(hp.n_layer_all):
+    # Only loaders with NextN parts read the layers past the trunk (llama's loops `i < n_layer`).
+    has_nextn = any(isinstance(part, NextN) for part in layout.parts)
+    for i in range(hp.n_layer_all if has_nextn else hp.n_layer):
         for part in layout.parts:
             if part.where(hp, i):
                 part.add(t, hp, i)
