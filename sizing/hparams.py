@@ -59,6 +59,12 @@ class ModelParams:
     indexer_head_size: int = 0  # DSA: the indexer key cache's row width (one head)
     indexer_layers: tuple[bool, ...] = ()
     flash_attn_off: bool = False  # the architecture forces flash attention off (grok)
+    # The FFN, for the compute buffer: feed_forward_length per layer (get_key_or_arr, 0 where a layer has
+    # none), and the routed experts: expert_feed_forward_length (its widest layer), experts used per token.
+    n_ff: tuple[int, ...] = ()
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
 
     def head_k(self, il: int) -> int:
         return self.head_k_swa if self.is_swa[il] else self.head_k_full
@@ -83,6 +89,16 @@ class ModelParams:
     @property
     def n_embd_s(self) -> int:
         return self.state_s
+
+    @property
+    def ffn_width(self) -> int:
+        """The widest FFN intermediate row one token makes in a trunk layer: n_ff of a dense layer, or
+        the experts it is routed to (build_moe_ffn: [n_ff_exp, n_expert_used, n_tokens]). Experts
+        without expert_feed_forward_length are as wide as feed_forward_length (olmoe, jamba, granitemoe)."""
+        dense = max(self.n_ff[: self.n_layer], default=0)
+        if not self.n_expert:
+            return dense
+        return max(dense, self.n_expert_used * (self.n_ff_exp or dense))
 
     @property
     def has_swa(self) -> bool:
@@ -189,6 +205,7 @@ def model_params(metadata: Mapping[str, Any]) -> ModelParams:
     n_ctx_train = r.uint("context_length", minimum=1)
     n_ff = r.per_layer("feed_forward_length", (0,) * n_layer_all, n_layer_all)
     n_head = r.per_layer("attention.head_count", (0,) * n_layer_all, n_layer_all)
+    n_ff_exp = max(r.per_layer("expert_feed_forward_length", (0,), n_layer_all))
     n_head_kv = r.per_layer("attention.head_count_kv", n_head, n_layer_all)
     if rule.recurrent is None and not any(n_head):
         raise ModelSpecError(f"the {arch} metadata lacks {r.key('attention.head_count')}; kvlab needs it")
@@ -287,6 +304,10 @@ def model_params(metadata: Mapping[str, Any]) -> ModelParams:
         indexer_head_size=indexer_head_size,
         indexer_layers=indexer_layers,
         flash_attn_off=rule.flash_attn_off,
+        n_ff=n_ff,
+        n_expert=r.uint("expert_count", 0),
+        n_expert_used=r.uint("expert_used_count", 0),
+        n_ff_exp=n_ff_exp,
     )
 
 

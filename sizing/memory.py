@@ -92,8 +92,7 @@ def compute_buffer(model: ModelParams, layout: KVLayout, flags: ServerFlags) -> 
     act = t * model.n_embd * f32
     q = t * max(model.n_head, default=0) * model.head_k_full * f32
     kv = t * max(model.n_head_kv, default=0) * model.head_k_full * f32
-    # feed_forward_length, once ModelParams carries it (it is read in hparams but not kept yet)
-    n_ff = max(getattr(model, "n_ff", ()) or (0,))
+    n_ff = model.ffn_width
     masks = sum(c.cells * t * (2 if layout.flash_attn else 4) for c in layout.caches)  # f16 with flash attention
     inputs = masks + 28 * t  # + positions, token ids, output ids, K/V cache indices
     peaks = [n_outputs * (model.n_vocab or 32000) * f32 + 5 * act, 3 * t * n_ff * f32 + 5 * act]

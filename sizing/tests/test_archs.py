@@ -211,3 +211,22 @@ def test_grok_turns_flash_attention_off_so_a_quantized_v_cache_is_refused():
     model = spec("grok")
     assert not layout(model).flash_attn
     assert "llama.cpp turns it off for grok" in layout(model, type_v="q8_0", type_k="q8_0").errors[0]
+
+
+def test_the_ffn_width_is_the_widest_dense_layer_or_the_routed_experts():
+    # Llama 2 70B: dense; deci: per-layer, 0 where a layer has no FFN
+    assert spec("llama", feed_forward_length=28672).ffn_width == 28672
+    assert spec("deci", feed_forward_length=[0, 14336, 0, 28672]).ffn_width == 28672
+    # Qwen3-30B-A3B: 8 experts of 768 per token; OLMoE (no expert width): 8 experts of feed_forward_length
+    moe = {"expert_count": 128, "expert_used_count": 8}
+    assert spec("qwen3moe", feed_forward_length=6144, expert_feed_forward_length=768, **moe).ffn_width == 6144
+    assert spec("olmoe", feed_forward_length=1024, **moe).ffn_width == 8192
+    # DeepSeek-V3-like: dense layers of 18432 beside 8 routed experts of 2048; gpt-oss: 4 of 2880
+    assert spec("deepseek2", feed_forward_length=18432, expert_feed_forward_length=2048, **moe).ffn_width == 18432
+    gpt_oss = {
+        "expert_count": 32,
+        "expert_used_count": 4,
+        "expert_feed_forward_length": 2880,
+        "attention.sliding_window": 128,
+    }
+    assert spec("gpt-oss", feed_forward_length=2880, **gpt_oss).ffn_width == 11520

@@ -15,6 +15,7 @@ Run: pytest sizing/tests/test_oracle_fit_params.py -m llama_server
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -161,6 +162,8 @@ SHAPES = {
     "llama-3.1-8b": {"n_embd": 4096, "n_head": 32, "n_head_kv": 8, "n_ff": 14336, "n_vocab": 128256},
     "llama-2-7b": {"n_embd": 4096, "n_head": 32, "n_head_kv": 32, "n_ff": 11008, "n_vocab": 32000},
     "mistral-small-24b": {"n_embd": 5120, "n_head": 32, "n_head_kv": 8, "n_ff": 32768, "n_vocab": 131072},
+    # three FFN rows outgrow the vocabulary: the FFN is the peak (42 % low before ModelParams had n_ff)
+    "llama-2-70b": {"n_embd": 8192, "n_head": 64, "n_head_kv": 8, "n_ff": 28672, "n_vocab": 32000},
 }
 REAL_FLAGS = [
     "-c 4096 -np 1 -fa on",
@@ -170,7 +173,12 @@ REAL_FLAGS = [
     "-c 512 -np 1 -fa off",
     "-c 8192 -np 3 -ub 256",
 ]
-EXACT_REAL = {("llama-3.1-8b", "-c 4096 -np 1 -fa on"), ("llama-3.1-8b", "-c 4096 -np 1 -fa off")}
+EXACT_REAL = {
+    ("llama-3.1-8b", "-c 4096 -np 1 -fa on"),
+    ("llama-3.1-8b", "-c 4096 -np 1 -fa off"),
+    ("llama-2-70b", "-c 4096 -np 1 -fa on"),
+    ("llama-2-70b", "-c 8192 -np 3 -ub 256"),
+}
 
 
 def write_sparse_llama(path: Path, *, n_embd: int, n_head: int, n_head_kv: int, n_ff: int, n_vocab: int) -> Path:
@@ -253,6 +261,28 @@ def test_real_shapes_match_llama_fit_params(
     assert mismatches(model, weights, layout, server_flags, report) == []
     if (shape, flags) in EXACT_REAL:
         assert compute_error_mib(compute_buffer(model, layout, server_flags), report.compute_mib["CPU"]) <= 0.011
+
+
+# Mixtures of experts: the FFN peak is the routed experts' rows (n_expert_used × expert_feed_forward_length).
+MOE_SPECS = ["qwen2moe", "qwen3moe", "granitemoe", "gpt-oss", "llama4"]
+
+
+@pytest.mark.parametrize("name", MOE_SPECS)
+def test_mixtures_of_experts_match_llama_fit_params(
+    llama_fit_params_binary: Path, spec_models: Callable[[str], Path], name: str
+) -> None:
+    path = spec_models(name)
+    model, weights = read_model(path)
+    problems = []
+    for flags in FLAG_SETS:
+        server_flags = flags_of(flags)
+        layout = kv_layout(model, server_flags)
+        proc = run_fit_params(llama_fit_params_binary, path, flags)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        problems += [
+            f"{flags}: {m}" for m in mismatches(model, weights, layout, server_flags, parse_fit_log(proc.stderr))
+        ]
+    assert problems == []
 
 
 def test_the_bound_fails_a_wrong_figure() -> None:
