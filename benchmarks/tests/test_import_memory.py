@@ -4,6 +4,8 @@ import io
 import tracemalloc
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 from django.db import IntegrityError
 
 from benchmarks.history import importer, reader
@@ -85,6 +87,8 @@ def test_a_file_of_many_bad_lines_keeps_the_first_thousand_reasons_and_counts_th
     kept = list(result.rejected_lines.values_list("line_no", flat=True))
     assert kept == list(range(2, 1_002))
     assert Run.objects.count() == 0
+    page = Client().get(reverse("import-detail", args=[result.pk])).content.decode()
+    assert "The first 1000 of 2500 rejected lines are kept with their reasons" in page
 
 
 def test_requests_added_to_many_stored_runs_continue_each_run(import_bytes, small_batches, monkeypatch):

@@ -45,7 +45,8 @@ class Command(BaseCommand):
 
     def _imported_before(self, path: Path) -> bool:
         try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            with path.open("rb") as fh:  # streamed: a file of any size in constant memory
+                digest = hashlib.file_digest(fh, "sha256").hexdigest()
         except OSError as exc:
             raise CommandError(f"{path}: {exc.strerror}") from None
         return FileImport.objects.filter(sha256=digest, status=FileImport.Status.IMPORTED).exists()
