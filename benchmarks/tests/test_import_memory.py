@@ -4,9 +4,9 @@ import io
 import tracemalloc
 
 import pytest
+from django.db import IntegrityError
 from django.test import Client
 from django.urls import reverse
-from django.db import IntegrityError
 
 from benchmarks.history import importer, reader
 from benchmarks.models import FileImport, RequestResult, Run
@@ -41,8 +41,9 @@ def test_the_memory_an_import_takes_does_not_grow_with_its_runs(small_batches):
     import_peak_bytes(10)  # the first import loads what every import shares
     peak_small, peak_large = import_peak_bytes(1_000), import_peak_bytes(4_000)
 
-    # Holding every run, four times the runs took 3.5 to 4 times the memory.
-    assert peak_large < 1.5 * peak_small, f"{peak_large:,} bytes for 4,000 runs, {peak_small:,} for 1,000"
+    # Holding every run, four times the runs took 3.3 to 4 times the memory. Bounded, it is 0.9 to
+    # 1.5 times, depending on what earlier tests left cached (the test order is random).
+    assert peak_large < 2 * peak_small, f"{peak_large:,} bytes for 4,000 runs, {peak_small:,} for 1,000"
     assert Run.objects.count() == RequestResult.objects.count() == 5_010
 
 
