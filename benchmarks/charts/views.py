@@ -172,8 +172,9 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
     context.update(
         figure=figures.compare(runs, requests),
         runs=runs,
-        workloads_differ=series.describe(series.differences(runs, series.WORKLOAD_FIELDS)),
-        configurations_differ=series.describe(series.differences(runs, series.CONFIG_FIELDS)),
+        # at most MAX_RUNS values a field: name them all
+        workloads_differ=series.describe(series.differences(runs, series.WORKLOAD_FIELDS), CompareForm.MAX_RUNS),
+        configurations_differ=series.describe(series.differences(runs, series.CONFIG_FIELDS), CompareForm.MAX_RUNS),
     )
     return _render(request, "charts/compare.html", context)
 

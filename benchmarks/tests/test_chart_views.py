@@ -288,3 +288,10 @@ def test_each_timeline_point_carries_its_outcome_flags_and_workload_for_its_hove
         "prompt": [4362, 4362],
         "n_predict": [1738, 1738],
     }
+
+
+def test_compare_names_every_value_of_the_runs_it_compares(client, import_bytes):
+    import_bytes(jsonl(*[flat(run=f"r{i}", model=f"m{i}.gguf") for i in range(6)]))
+    ids = list(Run.objects.order_by("pk").values_list("pk", flat=True))
+    page = client.get(reverse("chart-compare"), {"run": ids}).content.decode()
+    assert "Configurations compared: model m0.gguf / m1.gguf / m2.gguf / m3.gguf / m4.gguf / m5.gguf." in page
