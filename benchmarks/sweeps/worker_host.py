@@ -200,9 +200,10 @@ def announce(queue: str, worker: str = "") -> LaunchHost | None:
     """Write this machine's launch settings as its LaunchHost; None when it may launch nothing."""
     from . import demo
 
+    demo_dir = Path(demo.demo_models_dir()).resolve()
+    if demo_dir in [Path(d).resolve() for d in settings.KVLAB_LAUNCH_MODELS_DIRS if Path(d).is_absolute()]:
+        demo.ensure_demo_model()  # before the checks: a fresh checkout has no var/models yet
     config = current()
-    if Path(demo.demo_models_dir()).resolve() in [Path(d) for d in config.models_dirs]:
-        demo.ensure_demo_model()
     if not config.binaries and not config.problems:
         return None
     for problem in config.problems:

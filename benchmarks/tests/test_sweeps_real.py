@@ -208,6 +208,7 @@ def test_a_killed_worker_takes_its_llama_server_with_it(launch_env, broker):  # 
     finally:
         if victim.poll() is None:
             victim.kill()
+        victim.wait(timeout=10)
     deadline = time.monotonic() + 10
     while servers_running(demo_sweep.demo_models_dir() / demo_sweep.DEMO_MODEL) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -171,3 +171,15 @@ def test_without_settings_a_worker_binds_loopback_under_its_hostname(settings):
     assert (config.name, config.bind_address, config.port_min, config.port_max) == (
         socket.gethostname(), "127.0.0.1", 18000, 18099
     )  # fmt: skip
+
+
+def test_a_fresh_checkout_announces_the_demo_model(settings, llama_server_binary, tmp_path, monkeypatch):
+    """var/models does not exist before the first worker starts: announcing writes the demo model first."""
+    from benchmarks.sweeps import demo
+
+    settings.VAR_DIR = tmp_path / "var"
+    settings.KVLAB_LAUNCH_BINARIES = [str(llama_server_binary)]
+    settings.KVLAB_LAUNCH_MODELS_DIRS = [str(tmp_path / "var" / "models")]
+    host = worker_host.announce("kvlab")
+    assert host.problems == [] and host.models_dirs == [str((tmp_path / "var" / "models").resolve())]
+    assert demo.DEMO_MODEL in host.model_files and demo.demo_host() == host
