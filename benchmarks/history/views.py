@@ -68,7 +68,8 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     # 0 while it records, is summarised when its job ends or is reaped): no count of a million rows.
     n_requests = run.n_requests or requests.count()
     page = _CountedPaginator(requests, REQUESTS_PER_PAGE, n_requests).get_page(request.GET.get("page"))
-    failures = run.requests.filter(ok=False).values("error_type").annotate(n=Count("id")).order_by("-n", "error_type")
+    # COUNT(*): request_failed_idx answers it alone (an index-only scan on PostgreSQL)
+    failures = run.requests.filter(ok=False).values("error_type").annotate(n=Count("*")).order_by("-n", "error_type")
     metrics = [
         ("TTFT", "request sent → first streamed token", F("ttft_s"), "s"),
         ("E2E latency", "request sent → last chunk", F("elapsed_s"), "s"),
