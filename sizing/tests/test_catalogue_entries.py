@@ -76,3 +76,18 @@ def test_a_hybrid_entry_keeps_kv_only_in_its_attention_layers() -> None:
     params = model_params(catalogue.models()["lfm2-1.2b"].metadata)
     assert sum(params.kv_layers) == 6
     assert sum(params.recr_layers) == 10
+
+
+def test_the_newly_covered_architectures_cache_only_where_llama_cpp_does() -> None:
+    def caches(model_id: str) -> list[int]:
+        params = model_params(catalogue.models()[model_id].metadata)
+        return [cache.layers for cache in kv_layout(params, ServerFlags(ctx_size=32768, parallel=1)).caches]
+
+    # Gemma 3n E4B: only the first 20 of 35 layers own a cache, every 5th of them full (4 full, 16 SWA).
+    assert caches("gemma-3n-e4b") == [4, 16]
+    # GLM-4.5-Air: 46 trunk layers; its NextN layer (block 46) has no cache.
+    assert caches("glm-4.5-air") == [46]
+    # Llama 4 Scout: every 4th layer is global, the other 36 attend in 8192-token chunks.
+    assert caches("llama-4-scout") == [12, 36]
+    # EXAONE 4.0 32B: the 64-layer model slides 3 of every 4 layers over 4096 tokens.
+    assert caches("exaone-4.0-32b") == [16, 48]
