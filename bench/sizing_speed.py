@@ -38,6 +38,7 @@ from sizing.gguf import read_gguf_head
 from sizing.hparams import ModelParams, model_params
 from sizing.kv import ServerFlags
 from sizing.report import size
+from sizing.tiny_gguf import close_sparse
 from sizing.workload import Workload
 
 SIZING_AIM_MS = 100.0
@@ -96,13 +97,7 @@ def write_head(path: Path, n_tensors: int, n_vocab: int = 32000) -> int:
         w.add_tensor_info(f"blk.{i // 9}.t{i % 9}.weight", tuple(reversed(ne)), np.float16, n_bytes,
                           raw_dtype=gguf.GGMLQuantizationType.F16)  # fmt: skip
         total += n_bytes
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
-    start = -(-path.stat().st_size // 32) * 32
-    with path.open("r+b") as f:
-        f.truncate(start + total + 32 * n_tensors)
+    close_sparse(w, path, total + 32 * n_tensors)
     return total
 
 

@@ -281,6 +281,19 @@ MAX_QUESTIONS = 2000
 LOADED = "llama_context:"  # logged once the weights are loaded, when the context is being made
 
 
+def close_sparse(w: gguf.GGUFWriter, path: Path, data_bytes: int) -> None:
+    """Write a GGUF's header, metadata and tensor infos, and give it data_bytes of tensor data as a
+    sparse hole (no bytes written): a real-size model that costs no disk, for readers that do not
+    load the weights (kvlab's head reader, llama-fit-params)."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    w.close()
+    start = -(-path.stat().st_size // 32) * 32  # the data region starts at the next 32-byte alignment
+    with path.open("r+b") as f:
+        f.truncate(start + data_bytes)
+
+
 class LoaderQuestion(RuntimeError):
     """The loader stopped for a reason the tensor table cannot answer (a missing key, an assertion)."""
 

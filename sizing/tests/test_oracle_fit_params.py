@@ -27,6 +27,7 @@ from sizing.hparams import ModelParams, model_params
 from sizing.kv import KVLayout, ServerFlags, kv_layout
 from sizing.memory import COMPUTE_BOUND_MIB, COMPUTE_BOUND_SHARE, MiB, compute_buffer
 from sizing.server_log import mib
+from sizing.tiny_gguf import close_sparse
 
 pytestmark = pytest.mark.llama_server
 
@@ -230,13 +231,7 @@ def write_sparse_llama(path: Path, *, n_embd: int, n_head: int, n_head_kv: int, 
             ("ffn_down", (n_ff, n_embd)),
         ]:
             tensor(f"blk.{i}.{name}.weight", ne)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_ti_data_to_file()
-    w.close()
-    start = -(-path.stat().st_size // 32) * 32
-    with path.open("r+b") as f:
-        f.truncate(start + data)
+    close_sparse(w, path, data)
     return path
 
 
