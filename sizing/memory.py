@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .hparams import ModelParams
-from .kv import KVLayout, ServerFlags
+from .kv import KVLayout, ServerFlags, effective_ubatch
 
 MiB = 1024 * 1024
 DEFAULT_MARGIN_MIB = 512  # CUDA context, allocator slack and fragmentation
@@ -32,7 +32,6 @@ COMPUTE_FORMULA = (
     "attention (without flash attention: the f32 KQ scores, n_kv × n_ubatch × n_head × 4); the recurrent scan — "
     "for the CPU backend within 1 MiB + 20 % of llama.cpp's own figure (tested)"
 )
-ESTIMATE_FORMULA = COMPUTE_FORMULA  # the name the views and snapshots use
 
 
 @dataclass(frozen=True)
@@ -72,11 +71,10 @@ class MemoryPlan:
 def reserve_tokens(model: ModelParams, layout: KVLayout, flags: ServerFlags) -> tuple[int, int]:
     """(tokens, outputs) of the worst-case micro-batch llama.cpp reserves the graph for.
 
-    llama_context: n_batch = min(-c as given, or the training context; -b), n_ubatch = min(n_batch,
-    -ub); sched_reserve takes min(n_ctx, n_ubatch) tokens and as many outputs, and graph_reserve
-    rounds the tokens up to a multiple of the sequences (n_seq_max)."""
-    n_batch = min(flags.ctx_size or model.n_ctx_train, flags.n_batch)
-    n_outputs = min(layout.n_ctx, n_batch, flags.n_ubatch)
+    sched_reserve takes min(n_ctx, n_ubatch) tokens (kv.effective_ubatch: llama_context's n_ubatch)
+    and as many outputs, and graph_reserve rounds the tokens up to a multiple of the sequences
+    (n_seq_max)."""
+    n_outputs = min(layout.n_ctx, effective_ubatch(flags, model))
     n_seqs = max(1, layout.n_parallel)
     return -(-n_outputs // n_seqs) * n_seqs, n_outputs
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from .cmdline import ArgNote, to_command
 from .kv import FORMULA_VERSION
-from .memory import ESTIMATE_FORMULA
+from .memory import COMPUTE_FORMULA
 from .recommend import RANKING
 from .report import RecordCheck, Sizing
 from .weights import WeightsFigure
@@ -69,7 +69,7 @@ def text_report(s: Sizing) -> str:
         lines.append(f"weights: {exact(plan.weights_bytes)} ({plan.weights_source})")
     else:
         lines.append("weights: unknown (give a GGUF with its tensor table, or a catalogue quantization)")
-    lines.append(f"compute buffers (estimate): {mib(plan.compute_estimate)} — {ESTIMATE_FORMULA}")
+    lines.append(f"compute buffers (estimate): {mib(plan.compute_estimate)} — {COMPUTE_FORMULA}")
     if plan.gpu_bytes is not None:
         verdict = {
             True: "fits",
@@ -191,6 +191,6 @@ def page_view(
         ],
         "recommendations_checked": bool(s.recommendations) and all(r.checked for r in s.recommendations),
         "ranking": RANKING,
-        "estimate_formula": ESTIMATE_FORMULA,
+        "estimate_formula": COMPUTE_FORMULA,
         "formula_version": FORMULA_VERSION,
     }

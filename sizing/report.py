@@ -7,7 +7,7 @@ from typing import Any
 
 from .hparams import ModelParams
 from .kv import FORMULA_VERSION, KVLayout, ServerFlags, kv_layout
-from .memory import ESTIMATE_FORMULA, MemoryPlan, memory_plan
+from .memory import COMPUTE_FORMULA, MemoryPlan, memory_plan
 from .recommend import RANKING, Recommendation, recommend
 from .workload import Prediction, Workload, predict
 
@@ -143,7 +143,7 @@ def as_json(s: Sizing) -> dict[str, Any]:
             "weights_source": s.plan.weights_source,
             "kv_on_gpu_bytes": s.plan.kv_on_gpu,
             "compute_estimate_bytes": s.plan.compute_estimate,
-            "compute_estimate_formula": ESTIMATE_FORMULA,
+            "compute_estimate_formula": COMPUTE_FORMULA,
             "gpu_bytes": s.plan.gpu_bytes,
             "margin_bytes": s.plan.margin_bytes,
             "gpu_total_bytes": s.plan.gpu_total,

@@ -28,7 +28,7 @@ from .forms import GgufUploadForm, SizingForm, SizingInputs, flags_from_run
 from .gguf import GGUFError, read_gguf_head
 from .hparams import ModelSpecError, model_params
 from .kv import FORMULA_VERSION, ServerFlags, flags_key
-from .memory import ESTIMATE_FORMULA
+from .memory import COMPUTE_FORMULA
 from .models import GgufHead, SizingSnapshot
 from .recommend import RANKING
 from .render import page_view, text_report
@@ -225,7 +225,7 @@ def _page_context(form: SizingForm) -> dict[str, object]:
     return {
         "form": form,
         "ranking": RANKING,
-        "estimate_formula": ESTIMATE_FORMULA,
+        "estimate_formula": COMPUTE_FORMULA,
         "formula_version": FORMULA_VERSION,
         "head_max": settings.KVLAB_GGUF_HEAD_MAX_BYTES,
     }
