@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -126,18 +126,8 @@ def _store_runs(parsed: SpilledFile, file_import: FileImport | None) -> int:
 
     Every run is checked; none is stored once a line is rejected, or without file_import.
     """
-    stored = 0
-    batch: list[ParsedRun] = []
-    n_batched = 0
-    for run in parsed.runs():
-        if batch and n_batched + len(run.records) > INSERT_BATCH:
-            stored += _store_batch(batch, file_import, parsed.rejects)
-            batch, n_batched = [], 0
-        batch.append(run)
-        n_batched += len(run.records)
-    if batch:
-        stored += _store_batch(batch, file_import, parsed.rejects)
-    return stored
+    batches = _batches(parsed.runs(), lambda run: len(run.records))
+    return sum(_store_batch(batch, file_import, parsed.rejects) for batch in batches)
 
 
 def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects: Rejects) -> int:
@@ -161,22 +151,23 @@ def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects:
     ]
     _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
     stored = len(rows)
-    for group in _by_stored_size([run for run in runs if run.key in existing], existing):
+    stored_runs = [run for run in runs if run.key in existing]
+    for group in _batches(stored_runs, lambda run: existing[run.key].n_requests):  # what each run holds is read
         stored += _add_to_stored_runs(group, existing)
     return stored
 
 
-def _by_stored_size(runs: list[ParsedRun], existing: dict[str, Run]) -> Iterator[list[ParsedRun]]:
-    """The runs in groups whose stored requests number at most INSERT_BATCH (a larger run alone)."""
+def _batches(runs: Iterable[ParsedRun], size: Callable[[ParsedRun], int]) -> Iterator[list[ParsedRun]]:
+    """The runs in consecutive groups of at most INSERT_BATCH by size (a larger run alone)."""
     group: list[ParsedRun] = []
-    size = 0
+    total = 0
     for run in runs:
-        n = existing[run.key].n_requests
-        if group and size + n > INSERT_BATCH:
+        n = size(run)
+        if group and total + n > INSERT_BATCH:
             yield group
-            group, size = [], 0
+            group, total = [], 0
         group.append(run)
-        size += n
+        total += n
     if group:
         yield group
 
