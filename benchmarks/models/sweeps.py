@@ -10,6 +10,12 @@ from .jobs import Job
 from .work import Work, WorkState
 
 
+class LaunchHostQuerySet(models.QuerySet["LaunchHost"]):
+    def launchable(self) -> LaunchHostQuerySet:
+        """Hosts whose worker announced a binary and a model directory (LaunchHost.launchable, in SQL)."""
+        return self.exclude(announced_at=None).exclude(binaries=[]).exclude(models_dirs=[])
+
+
 class LaunchHost(models.Model):
     """A machine where a worker may start llama-server, as that worker announced it.
 
@@ -31,6 +37,8 @@ class LaunchHost(models.Model):
     gpu = models.CharField("GPU", max_length=200, blank=True)
     gpu_mib = models.PositiveIntegerField("GPU memory (MiB)", null=True, blank=True)
     notes = models.TextField(blank=True)
+
+    objects = LaunchHostQuerySet.as_manager()
 
     class Meta:
         ordering = ["name"]

@@ -44,7 +44,7 @@ def ensure_demo_model() -> Path:
 
 def demo_host() -> LaunchHost | None:
     """A host whose worker announced the demo model (a local worker does: var/models is its default)."""
-    hosts = LaunchHost.objects.exclude(announced_at=None).exclude(binaries=[]).order_by("-announced_at")
+    hosts = LaunchHost.objects.launchable().order_by("-announced_at")
     return next((h for h in hosts[:50] if DEMO_MODEL in h.model_files), None)
 
 

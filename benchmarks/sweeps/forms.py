@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.db.models import QuerySet
 
 from ..models import LaunchHost
 from . import launcher
@@ -23,14 +22,10 @@ class LaunchHostForm(forms.ModelForm):
         fields = ["gpu", "gpu_mib", "notes"]
 
 
-def launchable_hosts() -> QuerySet[LaunchHost]:
-    return LaunchHost.objects.exclude(announced_at=None).exclude(binaries=[]).exclude(models_dirs=[])
-
-
 def announced_models(limit: int = 500) -> list[str]:
     """The .gguf names the launchable hosts announced, for the form's suggestions (bounded)."""
     names: dict[str, None] = {}
-    for files in launchable_hosts().values_list("gguf_files", flat=True)[:50]:
+    for files in LaunchHost.objects.launchable().values_list("gguf_files", flat=True)[:50]:
         for entry in files:
             if isinstance(entry, dict) and len(names) < limit:
                 names[str(entry.get("file", ""))] = None
@@ -50,7 +45,7 @@ def parse_concurrencies(text: str) -> list[int]:
 
 class SweepForm(forms.Form):
     host = forms.ModelChoiceField(
-        queryset=launchable_hosts(),
+        queryset=LaunchHost.objects.launchable(),
         help_text="hosts whose worker announced a binary and a model directory",
     )
     model_file = forms.CharField(
@@ -133,7 +128,7 @@ class CommandSweepForm(SweepForm):
     """The sweep form of `manage.py sweep`: the launch host by name."""
 
     host = forms.ModelChoiceField(
-        queryset=launchable_hosts(),
+        queryset=LaunchHost.objects.launchable(),
         to_field_name="name",
         error_messages={"invalid_choice": "no launch host of that name has been announced by a worker"},
     )
