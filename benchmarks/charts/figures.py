@@ -222,7 +222,7 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
         }
         traces.append(trace)
         for kind, (fields, _) in CHANGE_KINDS.items():
-            keys = [tuple(map(row.get, fields)) for row in points]
+            keys = [series.key(row, fields) for row in points]
             where = [i for i in range(1, len(points)) if keys[i] != keys[i - 1]]
             if where:
                 changes[kind].append(_Changes(trace, points, where))
@@ -272,7 +272,7 @@ def _hover_facts(points: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
     In a lab where nearly every run has its own prompt size, one such string per point was two thirds
     of a 10,000-run timeline's page (~100 bytes a point); these take ~20.
     """
-    keys = [tuple(map(row.get, series.FLAG_FIELDS)) for row in points]
+    keys = [series.key(row, series.FLAG_FIELDS) for row in points]
     table: dict[tuple[Any, ...], int] = {}
     flags: list[str] = []
     for key, row in zip(keys, points, strict=True):

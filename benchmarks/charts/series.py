@@ -61,13 +61,13 @@ def _value(value: Any) -> str:
 
 
 def key(row: Mapping[str, Any], fields: Iterable[str] = SERIES_FIELDS) -> tuple[Any, ...]:
-    return tuple(row.get(f) for f in fields)
+    return tuple(map(row.get, fields))
 
 
 def differences(rows: Iterable[Mapping[str, Any]], fields: Sequence[str]) -> dict[str, list[str]]:
     """The fields on which the rows disagree, each with all its values in first-seen order."""
     # Dicts as ordered sets: first-seen order, and one pass over the rows (a line holds up to 10,000).
-    distinct = dict.fromkeys(tuple(map(row.get, fields)) for row in rows)
+    distinct = dict.fromkeys(key(row, fields) for row in rows)
     found = {}
     if len(distinct) > 1:
         for field, column in zip(fields, zip(*distinct, strict=True), strict=True):
