@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..weights import COMPUTED_SOURCE, WeightsFigure, computed_bytes
+from ..weights import WeightsFigure, computed_bytes, computed_source
 
 HERE = Path(__file__).resolve().parent
 
@@ -88,7 +88,7 @@ def _model(m: dict[str, Any]) -> CatalogueModel:
             if quant not in weights:
                 # A computed figure is llama-quantize's default: no importance matrix.
                 size = model.computed_bytes(quant, imatrix=False)
-                weights[quant] = WeightsFigure(quant, size, COMPUTED_SOURCE, computed=True)
+                weights[quant] = WeightsFigure(quant, size, computed_source(arch), computed=True)
     return model
 
 

@@ -64,7 +64,8 @@ def test_every_entry_names_where_its_figures_come_from() -> None:
             assert "huggingface.co" in entry.sources.get("files", ""), f"{entry.id} cites no file listing"
         for figure in entry.weights.values():
             assert figure.computed == (figure.quant not in entry.files)
-            assert figure.source == (weights.COMPUTED_SOURCE if figure.computed else entry.sources["files"])
+            arch = entry.metadata["general.architecture"]
+            assert figure.source == (weights.computed_source(arch) if figure.computed else entry.sources["files"])
 
 
 def test_a_hybrid_entry_keeps_kv_only_in_its_attention_layers() -> None:
