@@ -80,7 +80,9 @@ class ValueFilterField(forms.CharField):
     indexed query to check).
     """
 
-    default_error_messages = {"unknown": "Select a valid choice: no run has %(value)s as its %(column)s."}
+    default_error_messages = {
+        "unknown": "No run has %(value)s as its %(column)s: type part of it and pick one of the values suggested."
+    }
 
     def __init__(self, *, empty_label: str = "any", **kwargs: Any) -> None:
         kwargs.setdefault("required", False)

@@ -101,7 +101,9 @@ def test_the_run_list_never_selects_the_server_props(client):
 def test_a_value_no_run_holds_is_a_form_error(client, crowded_history):
     response = client.get(reverse("run-list"), {"model": "no-such.gguf"})
     assert response.status_code == 400
-    assert "no run has" in response.content.decode()
+    assert "No run has no-such.gguf as its model: type part of it and pick one of the values suggested." in (
+        response.content.decode()
+    )
 
 
 def test_the_chart_filters_are_bounded_too(client, crowded_history):

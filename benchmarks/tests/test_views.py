@@ -116,7 +116,7 @@ def test_the_full_page_loads_htmx_from_the_app_itself(client, demo_import):
     ("query", "message"),
     [
         ({"outcome": "great"}, "Select a valid choice"),
-        ({"model": "no-such.gguf"}, "Select a valid choice"),
+        ({"model": "no-such.gguf"}, "No run has no-such.gguf as its model"),
         ({"date_from": "yesterday"}, "Enter a valid date"),
         ({"date_from": "2026-09-19", "date_to": "2026-09-18"}, "&#x27;from&#x27; is after &#x27;to&#x27;"),
         ({"sort": "password"}, "Select a valid choice"),
