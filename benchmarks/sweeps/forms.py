@@ -22,14 +22,16 @@ class LaunchHostForm(forms.ModelForm):
         fields = ["gpu", "gpu_mib", "notes"]
 
 
-def announced_models(limit: int = 500) -> list[str]:
-    """The .gguf names the launchable hosts announced, for the form's suggestions (bounded)."""
-    names: dict[str, None] = {}
-    for files in LaunchHost.objects.launchable().values_list("gguf_files", flat=True)[:50]:
+def announced(limit: int = 500) -> dict[str, list[str]]:
+    """The .gguf names and the binaries the launchable hosts announced, for the form's suggestions (bounded)."""
+    models: dict[str, None] = {}
+    binaries: dict[str, None] = {}
+    for files, paths in LaunchHost.objects.launchable().values_list("gguf_files", "binaries")[:50]:
         for entry in files:
-            if isinstance(entry, dict) and len(names) < limit:
-                names[str(entry.get("file", ""))] = None
-    return list(names)
+            if isinstance(entry, dict) and len(models) < limit:
+                models[str(entry.get("file", ""))] = None
+        binaries.update(dict.fromkeys(str(p) for p in paths[:limit]))
+    return {"models": list(models), "binaries": list(binaries)}
 
 
 def parse_concurrencies(text: str) -> list[int]:
@@ -54,7 +56,10 @@ class SweepForm(forms.Form):
         widget=forms.TextInput(attrs={"list": "announced-models"}),
     )
     binary = forms.CharField(
-        max_length=500, required=False, help_text="one of the host's binaries; empty: the first it lists"
+        max_length=500,
+        required=False,
+        help_text="one of the host's binaries; empty: the first it lists",
+        widget=forms.TextInput(attrs={"list": "announced-binaries"}),
     )
     label = forms.CharField(max_length=200, required=False)
     flag_sets = forms.CharField(

@@ -18,7 +18,7 @@ from ..history.forms import CompareForm
 from ..jobs.lifecycle import worker_available
 from ..models import LaunchHost, Run, Sweep
 from . import demo, worker_host
-from .forms import LaunchHostForm, SweepForm, announced_models
+from .forms import LaunchHostForm, SweepForm, announced
 from .lifecycle import create_sweep
 from .results import config_rows
 
@@ -65,7 +65,7 @@ def sweep_list(request: HtmxHttpRequest) -> HttpResponse:
 def sweep_new(request: HtmxHttpRequest) -> HttpResponse:
     initial = {"flag_sets": "\n".join(request.GET.getlist("flags"))} if request.GET.getlist("flags") else None
     form = SweepForm(request.POST or None, initial=initial)
-    context = {"form": form, "announced": announced_models()}
+    context = {"form": form, "announced": announced()}
     if request.method == "GET":
         return render(request, "benchmarks/sweep_form.html", context)
     if not form.is_valid():
@@ -87,7 +87,7 @@ def sweep_demo(request: HtmxHttpRequest) -> HttpResponse:
     problem = worker_available()
     host = demo.demo_host()
     if problem or host is None:
-        context = {"form": SweepForm(), "announced": announced_models(), "submit_error": problem or demo.NO_DEMO_HOST}
+        context = {"form": SweepForm(), "announced": announced(), "submit_error": problem or demo.NO_DEMO_HOST}
         return render(request, "benchmarks/sweep_form.html", context, status=503)
     sweep = create_sweep(
         host, demo.DEMO_MODEL, demo.DEMO_FLAG_SETS, demo.DEMO_PARAMS, label="demo",

@@ -96,6 +96,7 @@ def test_a_host_no_worker_announced_is_not_offered_for_sweeps(staff_client, host
     form_page = staff_client.get(reverse("sweep-new")).content.decode()
     assert "gpu-1" in form_page and "old-host" not in form_page
     assert '<option value="tiny.gguf">' in form_page  # the announced models are suggested
+    assert '<option value="/opt/llama/llama-server">' in form_page  # and the announced binaries
     response = staff_client.post(reverse("sweep-new"), sweep_data(silent))
     assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
     assert "never: not launchable" in staff_client.get(reverse("host-list")).content.decode()
