@@ -328,3 +328,11 @@ def test_the_regressions_page_shows_the_worst_hundred_and_says_how_many_more(cli
     assert page.count('<td class="num bad">') == MAX_REGRESSIONS_SHOWN  # one metric regressed per series
     assert f"The {MAX_REGRESSIONS_SHOWN} largest of {MAX_REGRESSIONS_SHOWN + 20} regressions are shown" in page
     assert "s119-2" in page or f"/runs/{Run.objects.get(key='s119-2').pk}/" in page  # the worst is kept
+
+
+def test_a_run_pages_counts_have_thousands_separators(client):
+    run = _run_with_requests(300)
+    Run.objects.filter(pk=run.pk).update(n_requests=1_234_567, n_ok=1_200_000)
+    page = " ".join(client.get(reverse("run-detail", args=[run.pk])).content.decode().split())
+    assert "<dt>requests</dt><dd>1,234,567</dd>" in page
+    assert "1,200,000 / 1,234,567 (97%)" in page
