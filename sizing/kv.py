@@ -43,7 +43,17 @@ class ServerFlags:
     n_batch: int = 2048  # -b
     n_ubatch: int = 512  # -ub
     kv_offload: bool = True  # False with --no-kv-offload
-    n_gpu_layers: int | None = None  # -ngl
+    n_gpu_layers: int | None = None  # -ngl N; None: auto (-1), -2: all
+    # Placement on the GPUs (issue 14: sizing.placement). Defaults are llama-server b11434's.
+    split_mode: str = "layer"  # -sm none|layer|row|tensor
+    tensor_split: tuple[float, ...] = ()  # -ts, one value per GPU
+    main_gpu: int = 0  # -mg
+    # -ot PATTERN=BUFT, --cpu-moe, --n-cpu-moe N and --n-cpu-ffn N expanded in command-line order
+    overrides: tuple[tuple[str, str], ...] = ()
+    fit: bool = True  # --fit on|off
+    fit_target_mib: tuple[int, ...] = ()  # -fitt; () = 1024 MiB per GPU; one value is broadcast
+    fit_ctx: int = 4096  # -fitc; `-c 0` sets it to UINT32_MAX (arg.cpp: full context requested)
+    kv_unified_per_slot: int = 0  # --kv-unified-per-slot N (0: unset)
 
 
 def flags_key(flags: ServerFlags) -> str:
