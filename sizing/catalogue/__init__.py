@@ -49,6 +49,15 @@ class CatalogueGpu:
     vendor: str
     kind: str
     source: str
+    # Memory bandwidth in GB/s (10**9 bytes/s) as the vendor or a review publishes it, for the decode
+    # speed estimate (sizing.placement.speed); None where no cited figure was found: shown as unknown.
+    bandwidth_gbps: float | None = None
+    bandwidth_source: str = ""
+
+    @property
+    def bandwidth(self) -> float | None:
+        """Bytes per second, or None when unknown."""
+        return None if self.bandwidth_gbps is None else self.bandwidth_gbps * 1e9
 
 
 @functools.cache
@@ -117,7 +126,15 @@ def gpus() -> dict[str, CatalogueGpu]:
     data = json.loads((HERE / "gpus.json").read_text())
     return {
         g["id"]: CatalogueGpu(
-            g["id"], g["name"], g["memory_mib"], g.get("vendor", ""), g.get("kind", ""), g.get("source", "")
+            g["id"],
+            g["name"],
+            g["memory_mib"],
+            g.get("vendor", ""),
+            g.get("kind", ""),
+            g.get("source", ""),
+            # a figure without its source is not used
+            g.get("bandwidth_gbps") if g.get("bandwidth_source") else None,
+            g.get("bandwidth_source", ""),
         )
         for g in data["gpus"]
     }
