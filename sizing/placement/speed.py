@@ -1,0 +1,347 @@
+"""The decode speed to expect: bytes moved per generated token over the bandwidth of where they live. Pure.
+
+Generating a token reads every weight the token passes through once (a matrix-vector product is bound
+by memory, not arithmetic) and, for each sequence, the KV cache it attends over. So the seconds per
+token are, summed over where the bytes live (layers run one after the other, across GPUs too):
+
+    active weights there / that memory's bandwidth  +  n × KV read there / that memory's bandwidth
+
+* active weights: every tensor except `token_embd` (the input lookup reads one row; a tied output reads
+  it all), and of a MoE model's routed experts (`*_exps`) only n_expert_used / n_expert; from the
+  per-tensor layout where kvlab has it (sizing.weights), else the approximation `approximate_tensors`
+  states;
+* KV read: per sequence, the cells in use at the workload's context (prompt + half the output: the
+  mean over the generated tokens, since the read grows linearly) × bytes per cell of the layers with
+  KV; a sliding-window cache reads at most its own cells; a recurrent state is read once whole;
+* n sequences decoding at once (min(slots, concurrency)) share one read of the weights per step, each
+  reads its own KV: the aggregate grows, each request slows (`SpeedEstimate.per_request_tok_s`);
+* KV in system RAM (`--no-kv-offload`, or layers kept on the CPU by `-ngl`): llama.cpp runs the
+  attention over it on the CPU ("all nodes between the KV store and the attention output are run on
+  the CPU", src/llama-graph.cpp), and `-fa auto` then turns flash attention off (the fused op is on
+  another device than its layer, llama_context::resolve_fused_ops). That part costs the larger of the
+  KV read at system RAM bandwidth and its arithmetic (4 × heads × head size × cells per layer) at the
+  CPU's rate — both inputs with stated defaults.
+
+This is a first-principles bound, not a measurement: real decoding reaches a fraction of peak
+bandwidth, and the CPU attention path loses more to synchronisation between the GPU and the CPU at
+every layer than bandwidth or arithmetic explain. kvlab states the estimate as such (`label`) and
+applies an efficiency factor only where measured runs of the same model and GPU give one
+(`calibrate`). sizing/tests/test_speed.py sets it beside the investigation's measurements.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from statistics import median
+from typing import Any
+
+from ..hparams import ModelParams
+from ..kv import KVLayout, ServerFlags
+from .types import Device, Host
+
+# System RAM: dual-channel DDR4-3200, the common desktop floor. JEDEC DDR4-3200 moves 3,200 MT/s on a
+# 64-bit (8-byte) channel: 25.6 GB/s per channel, 51.2 GB/s for two. DDR5-5600 dual channel is 89.6.
+DEFAULT_HOST_BANDWIDTH = 2 * 8 * 3200e6
+DEFAULT_HOST_BANDWIDTH_SOURCE = "dual-channel DDR4-3200: 2 channels × 8 bytes × 3,200 MT/s (JEDEC DDR4-3200)"
+# The CPU's arithmetic for attention: the FMA peak of an 8-core AVX2 desktop CPU at 3.5 GHz, two 8-wide
+# f32 FMA units per core (8 × 3.5e9 × 2 × 8 × 2 FLOP). ggml's f16 dot products reach well below it.
+DEFAULT_CPU_FLOPS = 8 * 3.5e9 * 32
+DEFAULT_CPU_FLOPS_SOURCE = "FMA peak of an 8-core AVX2 CPU at 3.5 GHz (8 × 3.5 GHz × 32 FLOP/cycle)"
+CPU = "CPU"
+
+
+@dataclass(frozen=True)
+class Location:
+    """One memory a generated token reads from, and what it reads there."""
+
+    name: str  # "CUDA0", … or "CPU" (system RAM)
+    bandwidth: float | None  # bytes/s; None: unknown
+    weights: int = 0  # active weight bytes, read once per step whatever the number of sequences
+    kv: int = 0  # KV (and recurrent state) bytes one sequence reads per token
+    attention_flops: float = 0.0  # per sequence per token; counted for the CPU only (the GPU's is hidden)
+
+
+@dataclass(frozen=True)
+class Part:
+    """Seconds per decoding step spent on one kind of read in one place."""
+
+    name: str  # "weights on CUDA0", "KV on CUDA0", "attention on the CPU (KV in RAM)"
+    where: str
+    bytes: int  # per step (KV: for all sequences decoding at once)
+    seconds: float
+    bound: str  # "bandwidth" or "CPU arithmetic"
+
+
+@dataclass(frozen=True)
+class SpeedEstimate:
+    tok_s: float | None  # per request (one sequence) at the given concurrency; None: a bandwidth is unknown
+    aggregate_tok_s: float | None  # all sequences decoding at once together
+    sequences: int  # decoding at once
+    parts: list[Part]
+    inputs: dict[str, Any]  # what the estimate used, for the page and --json
+    label: str
+    unknown: list[str] = field(default_factory=list)  # locations without a bandwidth
+    calibration: float | None = None  # measured / estimate applied (None: first principles only)
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        return None if self.unknown else sum(p.seconds for p in self.parts)
+
+    def calibrated(self, ratio: float, runs: int) -> SpeedEstimate:
+        """The estimate scaled by a measured/estimate ratio (`calibrate`) of `runs` runs."""
+        scale = lambda v: None if v is None else v * ratio  # noqa: E731
+        return replace(
+            self,
+            tok_s=scale(self.tok_s),
+            aggregate_tok_s=scale(self.aggregate_tok_s),
+            calibration=ratio,
+            label=f"{self.label}; calibrated ×{ratio:.2f} by {runs} measured run{'s' if runs != 1 else ''} "
+            "of this model and GPU",
+        )
+
+
+def calibrate(estimate: float, measured_runs: Sequence[float]) -> float | None:
+    """measured / estimate: the median of the measured tok/s of runs of the same model, GPU and placement
+    (KV on the GPU or in RAM), over kvlab's estimate for them. None without runs or estimate."""
+    runs = [m for m in measured_runs if m > 0]
+    if not runs or estimate <= 0:
+        return None
+    return median(runs) / estimate
+
+
+def decode_speed(
+    locations: Sequence[Location],
+    *,
+    sequences: int = 1,
+    cpu_flops: float = DEFAULT_CPU_FLOPS,
+    inputs: Mapping[str, Any] | None = None,
+) -> SpeedEstimate:
+    """Seconds per decoding step from what each location holds, for `sequences` decoding at once."""
+    n = max(1, sequences)
+    parts: list[Part] = []
+    unknown = [loc.name for loc in locations if loc.bandwidth is None and (loc.weights or loc.kv)]
+    for loc in locations:
+        bandwidth = loc.bandwidth or 0.0
+        if loc.weights:
+            seconds = loc.weights / bandwidth if bandwidth else 0.0
+            parts.append(Part(f"weights on {_place(loc.name)}", loc.name, loc.weights, seconds, "bandwidth"))
+        if loc.kv:
+            read = n * loc.kv
+            seconds = read / bandwidth if bandwidth else 0.0
+            if loc.name == CPU:
+                arithmetic = n * loc.attention_flops / cpu_flops
+                bound = "CPU arithmetic" if arithmetic > seconds else "bandwidth"
+                parts.append(Part("attention on the CPU (KV in RAM)", loc.name, read, max(seconds, arithmetic), bound))
+            else:
+                parts.append(Part(f"KV on {_place(loc.name)}", loc.name, read, seconds, "bandwidth"))
+    step = sum(p.seconds for p in parts)
+    tok_s = None if unknown or step <= 0 else 1.0 / step
+    used = dict(inputs or {})
+    used.update({"sequences": n, "cpu_flops": cpu_flops})
+    used["bandwidth"] = {loc.name: loc.bandwidth for loc in locations}
+    return SpeedEstimate(
+        tok_s=tok_s,
+        aggregate_tok_s=None if tok_s is None else tok_s * n,
+        sequences=n,
+        parts=parts,
+        inputs=used,
+        label=_label(locations, unknown),
+        unknown=unknown,
+    )
+
+
+def _place(name: str) -> str:
+    return "system RAM" if name == CPU else name
+
+
+def _label(locations: Sequence[Location], unknown: list[str]) -> str:
+    if unknown:
+        return f"no estimate: the memory bandwidth of {', '.join(_place(u) for u in unknown)} is unknown"
+    where = ", ".join(f"{_place(loc.name)} {loc.bandwidth / 1e9:,.1f} GB/s" for loc in locations if loc.bandwidth)
+    return (
+        "estimate, not a measurement: bytes read per generated token (active weights + KV at the workload's "
+        f"context) over peak memory bandwidth ({where}); real decoding reaches a fraction of it"
+    )
+
+
+# ---- what each location holds -------------------------------------------------------------------------
+
+_LAYER = re.compile(r"^blk\.(\d+)\.")
+
+
+def layer_devices(n_layer_all: int, n_gpu_layers: int | None, splits: Sequence[float]) -> list[int | None]:
+    """The GPU index of each layer and, last, of the output layer (None: the CPU), as llama_model::load_tensors
+    assigns them with split mode layer: the last `n_gpu_layers` go to the GPUs in proportion to `splits`."""
+    n_devices = len(splits)
+    if not n_devices:
+        return [None] * (n_layer_all + 1)
+    ngl = n_layer_all + 1 if n_gpu_layers is None or n_gpu_layers < 0 else n_gpu_layers
+    start = max(n_layer_all + 1 - ngl, 0)
+    active = min(ngl, n_layer_all + 1)
+    total = sum(splits) or float(n_devices)
+    shares = list(splits) if sum(splits) else [1.0] * n_devices
+    points, acc = [], 0.0
+    for s in shares:
+        acc += s
+        points.append(acc / total)
+    out: list[int | None] = []
+    for il in range(n_layer_all + 1):
+        if il < start or il - start >= active:
+            out.append(None)
+            continue
+        x = (il - start) / active
+        out.append(min(next((i for i, p in enumerate(points) if p > x), n_devices - 1), n_devices - 1))
+    return out
+
+
+def active_weight_bytes(name: str, size: int, model: ModelParams, tied_output: bool) -> int:
+    """Bytes of one tensor a generated token reads."""
+    if name.startswith("token_embd."):
+        return size if tied_output else 0  # the input lookup reads one row
+    if "_exps." in name and model.n_expert:
+        return size * model.n_expert_used // model.n_expert
+    return size
+
+
+def approximate_tensors(model: ModelParams, weights_bytes: int) -> list[tuple[str, int]]:
+    """A stand-in for the per-tensor layout when kvlab has only the total: the weights spread evenly over the
+    layers, and for a MoE model the routed experts' share by element count (3 × n_embd × n_ff_exp per
+    expert per layer, against the attention and dense FFN rows), all at the file's average bytes per weight."""
+    if not model.n_expert:
+        per_layer = weights_bytes // max(1, model.n_layer_all)
+        return [(f"blk.{il}.weights", per_layer) for il in range(model.n_layer_all)]
+    head = model.head_k_full
+    attention = model.n_embd * head * (2 * max(model.n_head, default=0) + 2 * max(model.n_head_kv, default=0))
+    experts = 3 * model.n_embd * (model.n_ff_exp or max(model.n_ff, default=0)) * model.n_expert
+    share = experts / (experts + attention) if experts + attention else 0.0
+    per_layer = weights_bytes // max(1, model.n_layer_all)
+    rows: list[tuple[str, int]] = []
+    for il in range(model.n_layer_all):
+        rows.append((f"blk.{il}.ffn_exps.approx", int(per_layer * share)))
+        rows.append((f"blk.{il}.dense.approx", per_layer - int(per_layer * share)))
+    return rows
+
+
+def _override(name: str, overrides: Sequence[tuple[str, str]]) -> str | None:
+    for pattern, buft in overrides:  # llama.cpp: the first pattern found in the name (std::regex_search) wins
+        if re.search(pattern, name):
+            return buft
+    return None
+
+
+def locations_for(
+    model: ModelParams,
+    layout: KVLayout,
+    flags: ServerFlags,
+    *,
+    devices: Sequence[Device],
+    host: Host | None = None,
+    context: int,
+    tensors: Sequence[tuple[str, int]] | None = None,
+    weights_bytes: int | None = None,
+) -> list[Location]:
+    """Where a generated token's bytes live for these flags (split mode layer: -ngl, -ts, -ot / --cpu-moe,
+    --no-kv-offload), `context` cells in use per sequence. `tensors` is the per-tensor layout (name, bytes);
+    without it `weights_bytes` is spread by `approximate_tensors`."""
+    names = [d.name for d in devices]
+    host_bw = host.bandwidth if host and host.bandwidth else DEFAULT_HOST_BANDWIDTH
+    bandwidth: dict[str, float | None] = {d.name: d.bandwidth for d in devices}
+    bandwidth[CPU] = host_bw
+    weights: dict[str, int] = dict.fromkeys([*names, CPU], 0)
+    kv: dict[str, int] = dict.fromkeys([*names, CPU], 0)
+    flops: dict[str, float] = dict.fromkeys([*names, CPU], 0.0)
+
+    split = flags.tensor_split if any(flags.tensor_split) else tuple(float(max(d.free, 1)) for d in devices)
+    if flags.split_mode == "none":
+        split = tuple(1.0 if i == flags.main_gpu else 0.0 for i in range(len(devices)))
+    assign = layer_devices(model.n_layer_all, flags.n_gpu_layers, split)
+
+    def device_of(layer: int) -> str:
+        index = assign[min(layer, len(assign) - 1)]
+        return CPU if index is None else names[index]
+
+    rows = list(tensors) if tensors is not None else approximate_tensors(model, weights_bytes or 0)
+    tied = not any(name.startswith("output.weight") for name, _ in rows) and tensors is not None
+    for name, size in rows:
+        match = _LAYER.match(name)
+        layer = int(match.group(1)) if match else model.n_layer_all  # output, norms: the output layer
+        where = _override(name, flags.overrides) or device_of(layer)
+        weights[where if where in weights else CPU] += active_weight_bytes(name, size, model, tied)
+
+    # the KV each sequence reads, layer by layer: it lives with its layer, or in RAM with --no-kv-offload
+    for cache in layout.caches:
+        cells = min(context, cache.cells)
+        per_layer = cache.bytes_per_cell // max(1, cache.layers)
+        layers = [il for il in range(model.n_layer_all) if _cache_has(model, cache.name, il)]
+        for il in layers:
+            where = device_of(il) if flags.kv_offload else CPU
+            kv[where] += per_layer * cells
+            flops[where] += 4.0 * model.n_head[il] * model.head_k(il) * cells
+    if layout.recurrent and layout.recurrent.layers:
+        per_layer = layout.recurrent.bytes // max(1, layout.recurrent.cells) // layout.recurrent.layers
+        for il in range(model.n_layer):
+            if model.recr_layers and model.recr_layers[il]:
+                kv[device_of(il) if flags.kv_offload else CPU] += per_layer
+
+    return [
+        Location(name, bandwidth[name], weights[name], kv[name], flops[name])
+        for name in [*names, CPU]
+        if weights[name] or kv[name]
+    ]
+
+
+def _cache_has(model: ModelParams, cache: str, il: int) -> bool:
+    if cache == "indexer":
+        return bool(model.indexer_layers and model.indexer_layers[il])
+    if not model.kv_layers or not model.kv_layers[il]:
+        return False
+    if not model.has_swa:
+        return cache == "full"
+    return model.is_swa[il] == (cache == "swa")
+
+
+def estimate(
+    model: ModelParams,
+    layout: KVLayout,
+    flags: ServerFlags,
+    *,
+    devices: Sequence[Device],
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int = 1,
+    host: Host | None = None,
+    tensors: Sequence[tuple[str, int]] | None = None,
+    weights_bytes: int | None = None,
+    cpu_flops: float = DEFAULT_CPU_FLOPS,
+) -> SpeedEstimate:
+    """Decode tok/s for a workload: each sequence at prompt + output/2 cells (the mean over its tokens);
+    min(slots, concurrency) sequences decoding at once."""
+    context = prompt_tokens + output_tokens // 2
+    sequences = max(1, min(layout.n_parallel, concurrency))
+    locations = locations_for(
+        model, layout, flags, devices=devices, host=host, context=context, tensors=tensors, weights_bytes=weights_bytes
+    )
+    host_bandwidth = host.bandwidth if host and host.bandwidth else None
+    inputs = {
+        "context_cells": context,
+        "weights": "per-tensor layout" if tensors is not None else "total spread over the layers (approximation)",
+        "host_bandwidth": host_bandwidth or DEFAULT_HOST_BANDWIDTH,
+        "host_bandwidth_source": "given" if host_bandwidth else DEFAULT_HOST_BANDWIDTH_SOURCE,
+        "cpu_flops_source": DEFAULT_CPU_FLOPS_SOURCE if cpu_flops == DEFAULT_CPU_FLOPS else "given",
+    }
+    return decode_speed(locations, sequences=sequences, cpu_flops=cpu_flops, inputs=inputs)
+
+
+def catalogue_tensors(metadata: Mapping[str, Any], quant: str, **layout: Any) -> list[tuple[str, int]]:
+    """(name, bytes) of every tensor of a model at a quantization, computed as sizing.weights computes the total."""
+    from ..ggml_types import BY_NAME
+    from ..weights import tensor_table, tensor_types
+
+    imatrix = bool(layout.pop("imatrix", False))
+    table = tensor_table(metadata, **layout)
+    types = tensor_types(table, metadata, quant, imatrix=imatrix)
+    return [
+        (t.name, t.n_elements // BY_NAME[types[t.name]].block_size * BY_NAME[types[t.name]].type_size) for t in table
+    ]
