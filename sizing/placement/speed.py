@@ -91,11 +91,10 @@ class SpeedEstimate:
 
     def calibrated(self, ratio: float, runs: int) -> SpeedEstimate:
         """The estimate scaled by a measured/estimate ratio (`calibrate`) of `runs` runs."""
-        scale = lambda v: None if v is None else v * ratio  # noqa: E731
         return replace(
             self,
-            tok_s=scale(self.tok_s),
-            aggregate_tok_s=scale(self.aggregate_tok_s),
+            tok_s=None if self.tok_s is None else self.tok_s * ratio,
+            aggregate_tok_s=None if self.aggregate_tok_s is None else self.aggregate_tok_s * ratio,
             calibration=ratio,
             label=f"{self.label}; calibrated ×{ratio:.2f} by {runs} measured run{'s' if runs != 1 else ''} "
             "of this model and GPU",
