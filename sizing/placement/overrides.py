@@ -116,7 +116,9 @@ def validate(overrides: Sequence[Override], device_names: Sequence[str]) -> None
     for pattern, buft in overrides:
         compile_pattern(pattern)
         if buft not in known:
-            raise OverrideError(f"override {pattern}={buft}: unknown buffer type; the buffer types are {', '.join(known)}")
+            raise OverrideError(
+                f"override {pattern}={buft}: unknown buffer type; the buffer types are {', '.join(known)}"
+            )
 
 
 def match(name: str, overrides: Sequence[Override]) -> str | None:
