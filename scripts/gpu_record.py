@@ -143,12 +143,12 @@ def run_server(binary: str, model: Path, flags: str, out: Path, name: str, port:
         result["after_load"] = smi("gpu=memory.used,memory.total")
         result["apps"] = smi("compute-apps=pid,used_memory")
         if proc.poll() is None:
-            body = json.dumps({"prompt": "hello world " * 200, "n_predict": 128, "ignore_eos": True}).encode()
-            req = urllib.request.Request(
-                f"http://127.0.0.1:{port}/completion", body, {"Content-Type": "application/json"}
-            )
-            for _attempt in range(2):  # the first warms up
-                with urllib.request.urlopen(req, timeout=300) as r:
+            for n_predict in (4, 48):  # the first warms up
+                body = json.dumps({"prompt": "hello world " * 200, "n_predict": n_predict, "ignore_eos": True})
+                req = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/completion", body.encode(), {"Content-Type": "application/json"}
+                )
+                with urllib.request.urlopen(req, timeout=120) as r:
                     timings = json.load(r).get("timings", {})
             result["timings"] = timings
             result["after_decode"] = smi("gpu=memory.used,memory.total")
