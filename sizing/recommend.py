@@ -2,8 +2,9 @@
 
 Enumerates slots × unified/per-slot × K/V cache types × KV on GPU or in RAM, sizes
 the context so the workload cannot overflow it, keeps what starts, fits and cannot
-fail, and ranks by the stated preference. The ranking is a documented heuristic
-(RANKING), not a measurement; sweeps (and the history beside each row) check it.
+fail, and ranks by the stated preference. The ranking (RANKING) rests on the decode speed
+estimate of sizing.placement.speed, relative to the best candidate, not on a measurement;
+sweeps (and the history beside each row) check it.
 """
 
 from __future__ import annotations
@@ -13,14 +14,22 @@ from dataclasses import dataclass, replace
 from .cmdline import to_command
 from .hparams import ModelParams
 from .kv import ServerFlags, kv_layout, pad256
-from .memory import MemoryPlan, memory_plan
+from .memory import MemoryPlan, MiB, memory_plan
+from .placement.speed import SpeedEstimate, approximate_weights_bytes, estimate
+from .placement.types import Device, Host
 from .workload import Workload, predict
 
+# Ranking needs a GPU bandwidth; where the catalogue has none, the investigation's RTX 5060 Ti 16 GB (448 GB/s).
+RANKING_GPU_BANDWIDTH = 448e9
 RANKING = (
-    "KV in system RAM is scored ×0.25 (attention then runs on the CPU: the investigation measured 4× slower); "
-    "q8_0 KV ×0.97 and q4_0 ×0.9 for quality; throughput counts requests decoded at once "
-    "(1 + 0.6 per extra slot); latency counts how many waves of requests queue behind each other; "
-    "ties go to the smaller memory footprint."
+    "Each configuration's decode speed is estimated from the bytes a generated token reads (weights, and the KV at "
+    "the workload's context) over the memory bandwidth where they live — the GPU's, or system RAM's when the KV is "
+    "there and the CPU runs the attention (sizing.placement.speed) — and scored relative to the best candidate: for "
+    "throughput the tokens of all requests decoded at once (they share one read of the weights), for latency one "
+    "request's speed divided by the waves of requests that queue behind each other; then q8_0 KV ×0.97 and q4_0 "
+    "×0.9 for quality; ties go to the smaller memory footprint. Without the weights' size they are taken from the "
+    "hyperparameters at 4.5 bits a weight. An estimate: with the KV in RAM it was 2.6-3.6× faster than the "
+    "investigation measured (README), so such configurations rank above where they would measure."
 )
 CACHE_PAIRS = [("f16", "f16"), ("q8_0", "q8_0"), ("f16", "q8_0"), ("q8_0", "q4_0"), ("q4_0", "q4_0")]
 QUALITY = {"f16": 1.0, "q8_0": 0.97, "q4_0": 0.9}
@@ -34,6 +43,7 @@ class Recommendation:
     plan: MemoryPlan
     score: float
     prediction_message: str
+    speed: SpeedEstimate | None = None  # the decode estimate the score rests on
 
     @property
     def checked(self) -> bool:
@@ -51,8 +61,16 @@ def recommend(
     gpu_mib: int | None,
     model_path: str = "MODEL.gguf",
     limit: int = 8,
+    gpu_bandwidth: float | None = None,
+    host_bandwidth: float | None = None,
 ) -> list[Recommendation]:
+    """The best configurations first. `gpu_bandwidth` / `host_bandwidth` in bytes/s feed the speed estimate
+    (defaults: RANKING_GPU_BANDWIDTH and sizing.placement.speed's system RAM default)."""
     candidates: list[Recommendation] = []
+    gpu = Device("CUDA0", "GPU", (gpu_mib or 0) * MiB, 0, gpu_bandwidth or RANKING_GPU_BANDWIDTH)
+    host = Host(0, 0, host_bandwidth)
+    # unknown weights: a stand-in from the hyperparameters, so the KV reads are weighed against something
+    read_weights = weights_bytes if weights_bytes is not None else approximate_weights_bytes(model)
     # More slots than concurrent requests only cost memory.
     slot_counts = sorted({n for n in (1, 2, 4, 8) if n <= workload.concurrency} | {min(workload.concurrency, 64)})
     pairs = [(k, v) for k, v in CACHE_PAIRS if not model.is_mla or k == v]
@@ -77,17 +95,33 @@ def recommend(
                     )
                     if plan.fits is False:
                         continue
-                    score = _score(flags, workload, slots)
+                    speed = estimate(
+                        model,
+                        layout,
+                        flags,
+                        devices=[gpu],
+                        host=host,
+                        prompt_tokens=workload.prompt_tokens,
+                        output_tokens=workload.output_tokens,
+                        concurrency=workload.concurrency,
+                        weights_bytes=read_weights,
+                    )
                     candidates.append(
                         Recommendation(
                             flags=flags,
                             command=to_command(flags, model_path),
                             reasons=_reasons(flags, workload, layout.n_ctx_seq, slots, plan),
                             plan=plan,
-                            score=score,
+                            score=0.0,
                             prediction_message=prediction.message,
+                            speed=speed,
                         )
                     )
+    values = [_value(r, workload) for r in candidates]
+    best = max(values, default=0.0)
+    candidates = [
+        replace(r, score=_score(r.flags, v / best if best else 0.0)) for r, v in zip(candidates, values, strict=True)
+    ]
     candidates.sort(key=lambda r: (-r.score, r.plan.gpu_total + r.plan.ram_total))
     return candidates[:limit]
 
@@ -118,16 +152,19 @@ def _sized_flags(
     )
 
 
-def _score(flags: ServerFlags, workload: Workload, slots: int) -> float:
-    quality = QUALITY.get(flags.type_k, 0.9) * QUALITY.get(flags.type_v, 0.9)
-    speed = 1.0 if flags.kv_offload else 0.25
-    at_once = min(slots, workload.concurrency)
+def _value(r: Recommendation, workload: Workload) -> float:
+    """What the preference counts, in estimated tokens per second."""
+    if r.speed is None or r.speed.tok_s is None or r.speed.aggregate_tok_s is None:
+        return 0.0
     if workload.preference == "latency":
-        waves = -(-workload.concurrency // slots)
-        value = 1.0 / waves
-    else:
-        value = 1 + 0.6 * (at_once - 1)
-    return round(value * speed * quality, 4)
+        waves = -(-workload.concurrency // (r.flags.parallel or 1))
+        return r.speed.tok_s / waves
+    return r.speed.aggregate_tok_s
+
+
+def _score(flags: ServerFlags, relative_speed: float) -> float:
+    quality = QUALITY.get(flags.type_k, 0.9) * QUALITY.get(flags.type_v, 0.9)
+    return round(relative_speed * quality, 4)
 
 
 def _reasons(

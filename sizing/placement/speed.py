@@ -223,6 +223,19 @@ def approximate_tensors(model: ModelParams, weights_bytes: int) -> list[tuple[st
     return rows
 
 
+def approximate_weights_bytes(model: ModelParams, bits_per_weight: float = 4.5) -> int:
+    """A stand-in for unknown weights, for comparing configurations only: the attention, FFN (or routed
+    experts) and embedding/output matrices from the hyperparameters at Q4_K's 4.5 bits per weight."""
+    head = model.head_k_full
+    attention = model.n_embd * head * (2 * max(model.n_head, default=0) + 2 * max(model.n_head_kv, default=0))
+    if model.n_expert:
+        ffn = 3 * model.n_embd * (model.n_ff_exp or max(model.n_ff, default=0)) * model.n_expert
+    else:
+        ffn = 3 * model.n_embd * max(model.n_ff, default=0)
+    elements = model.n_layer * (attention + ffn) + 2 * (model.n_vocab or 32000) * model.n_embd
+    return int(elements * bits_per_weight / 8)
+
+
 def _override(name: str, overrides: Sequence[tuple[str, str]]) -> str | None:
     for pattern, buft in overrides:  # llama.cpp: the first pattern found in the name (std::regex_search) wins
         if re.search(pattern, name):
