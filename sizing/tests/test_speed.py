@@ -253,3 +253,30 @@ def test_calibrate_needs_runs_and_an_estimate() -> None:
     assert speed.calibrate(20.0, []) is None
     assert speed.calibrate(0.0, [5.0]) is None
     assert speed.calibrate(20.0, [5.0, 10.0, 30.0]) == 0.5
+
+
+def test_rankings_rest_on_the_speed_estimate() -> None:
+    from sizing.recommend import RANKING, recommend
+    from sizing.workload import Workload
+
+    ranked = recommend(
+        MODEL,
+        Workload(4362, 1738, 3),
+        base=ServerFlags(),
+        weights_bytes=14_326_026_240,
+        weights_source="computed",
+        gpu_mib=16311,
+        gpu_bandwidth=GPU.bandwidth,
+        limit=100,
+    )
+    best = ranked[0]
+    assert best.command[3:] == ["-c", "18432", "-np", "3", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"]
+    fastest = max(ranked, key=lambda r: r.speed.aggregate_tok_s if r.speed and r.speed.aggregate_tok_s else 0)
+    assert fastest.flags.type_v == "q4_0" and fastest.score == pytest.approx(0.9 * 0.9, abs=1e-4)
+    assert best.speed is not None and best.speed.aggregate_tok_s == pytest.approx(85.6, abs=0.1)
+    # q8_0 ranks first: 85.6 of q4_0's 89.3 tok/s, times its quality 0.97 × 0.97
+    assert best.score == pytest.approx(0.9409 * 85.6 / 89.3, abs=1e-3)
+    # f16 KV in RAM, 3 slots: 3 / (31.1 ms of weights + 3 × 16.7 ms of CPU attention) = 36.5 of 89.3 tok/s
+    in_ram = [r for r in ranked if not r.flags.kv_offload and r.flags.type_k == "f16" and r.flags.type_v == "f16"]
+    assert in_ram and all(r.score == pytest.approx(36.5 / 89.3, abs=1e-3) for r in in_ram if r.flags.parallel == 3)
+    assert "×0.25" not in RANKING and "sizing.placement.speed" in RANKING
