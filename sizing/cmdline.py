@@ -16,6 +16,8 @@ from pathlib import Path
 
 from .ggml_types import KV_CACHE_TYPES
 from .kv import MAX_CTX, MAX_PARALLEL, ServerFlags
+from .placement import overrides as ot
+from .placement.types import MAX_DEVICES, UINT32_MAX
 
 MAX_COMMAND_CHARS = 20_000
 
@@ -44,11 +46,45 @@ _BOOL_FLAGS = {
     "-nkvo": ("kv_offload", False),
     "--no-kv-offload": ("kv_offload", False),
 }
+# Placement and --fit (common/arg.cpp); each takes one value.
+_PLACEMENT_FLAGS = {
+    "-sm": "split_mode",
+    "--split-mode": "split_mode",
+    "-ts": "tensor_split",
+    "--tensor-split": "tensor_split",
+    "-mg": "main_gpu",
+    "--main-gpu": "main_gpu",
+    "-ot": "override",
+    "--override-tensor": "override",
+    "-ncmoe": "n_cpu_moe",
+    "--n-cpu-moe": "n_cpu_moe",
+    "-ncffn": "n_cpu_ffn",
+    "--n-cpu-ffn": "n_cpu_ffn",
+    "-fitt": "fit_target_mib",
+    "--fit-target": "fit_target_mib",
+    "-fitc": "fit_ctx",
+    "--fit-ctx": "fit_ctx",
+    "--kv-unified-per-slot": "kv_unified_per_slot",
+}
+_CPU_MOE_FLAGS = ("-cmoe", "--cpu-moe")
+_FIT_FLAGS = ("-fit", "--fit")
+SPLIT_MODES = ("none", "layer", "row", "tensor")
+# The -ot buffer types a command may name; kvlab checks them against the GPUs it is sized for.
+_BUFFER_TYPES = [f"{backend}{i}" for backend in ("CUDA", "ROCm", "Vulkan", "SYCL") for i in range(MAX_DEVICES)]
 _FLASH_FLAGS = ("-fa", "--flash-attn")
 _MODEL_FLAGS = ("-m", "--model")
 _FLASH_VALUES = {"on": "on", "off": "off", "auto": "auto", "1": "on", "0": "off", "true": "on", "false": "off"}
 _FLASH_VALUES |= {"enabled": "on", "disabled": "off"}
-KNOWN_FLAGS = (*_INT_FLAGS, *_TYPE_FLAGS, *_BOOL_FLAGS, *_FLASH_FLAGS, *_MODEL_FLAGS)
+KNOWN_FLAGS = (
+    *_INT_FLAGS,
+    *_TYPE_FLAGS,
+    *_BOOL_FLAGS,
+    *_FLASH_FLAGS,
+    *_MODEL_FLAGS,
+    *_PLACEMENT_FLAGS,
+    *_CPU_MOE_FLAGS,
+    *_FIT_FLAGS,
+)
 
 
 HELP_FILE = Path(__file__).resolve().parent / "llama_server_help.txt"
@@ -165,7 +201,7 @@ def parse_command(text: str, base: ServerFlags | None = None) -> ParsedCommand:
                 )
             )
         raw: str | None = None
-        if name in _INT_FLAGS or name in _TYPE_FLAGS or name in _MODEL_FLAGS:
+        if name in _INT_FLAGS or name in _TYPE_FLAGS or name in _MODEL_FLAGS or name in _PLACEMENT_FLAGS:
             raw, i = _value(tokens, i, inline)
             if raw is None:
                 result.errors.append(f"{name} needs a value")
@@ -202,6 +238,28 @@ def parse_command(text: str, base: ServerFlags | None = None) -> ParsedCommand:
             if raw is not None:
                 result.model_path = raw
                 result.given.append(f"{name} {raw}")
+        elif name in _PLACEMENT_FLAGS:
+            if raw is not None:
+                _set_placement(result, values, name, _PLACEMENT_FLAGS[name], raw)
+        elif name in _CPU_MOE_FLAGS:
+            values["overrides"] = (*values.get("overrides", result.flags.overrides), *ot.cpu_moe())  # type: ignore[misc]
+            result.given.append(name)
+        elif name in _FIT_FLAGS:
+            # -fit takes an optional on|off; bare, it means on (arg.cpp:2870-2883)
+            nxt = inline if inline is not None else (tokens[i] if i < len(tokens) else None)
+            if nxt in ("on", "off"):
+                if inline is None:
+                    i += 1
+                values["fit"] = nxt == "on"
+                result.given.append(f"{name} {nxt}")
+            elif nxt is not None and not nxt.startswith("-"):
+                result.errors.append(
+                    f"{name} {nxt}: llama-server exits with \"error: unknown value for --fit: '{nxt}'\""
+                )
+                i += 1
+            else:
+                values["fit"] = True
+                result.given.append(name)
         else:
             i = _unmodelled(result, tokens, i - 1)
     if not result.errors:
@@ -290,9 +348,65 @@ def _is_number(token: str) -> bool:
     return True
 
 
+def _set_placement(result: ParsedCommand, values: dict[str, object], name: str, attr: str, raw: str) -> None:
+    """-sm, -ts, -mg, -ot, --n-cpu-moe, --n-cpu-ffn, -fitt, -fitc, --kv-unified-per-slot."""
+    try:
+        if attr == "split_mode":
+            if raw not in SPLIT_MODES:
+                raise ValueError(f"must be one of {', '.join(SPLIT_MODES)}")
+            values[attr] = raw
+        elif attr == "tensor_split":
+            parts = [p for p in re.split(r"[,/]", raw)]
+            if len(parts) > MAX_DEVICES:
+                raise ValueError(f"at most {MAX_DEVICES} values")
+            split = tuple(float(p) for p in parts)
+            if any(not (0 <= v < 1e9) for v in split):
+                raise ValueError("each value must be a number from 0 up")
+            values[attr] = split
+        elif attr == "override":
+            values["overrides"] = (*values.get("overrides", result.flags.overrides), *ot.parse_ot(raw, _BUFFER_TYPES))  # type: ignore[misc]
+        elif attr in ("n_cpu_moe", "n_cpu_ffn"):
+            n = int(raw)
+            if not 0 <= n <= 1000:
+                raise ValueError("must be 0 to 1,000")
+            more = ot.n_cpu_moe(n) if attr == "n_cpu_moe" else ot.n_cpu_ffn(n)
+            values["overrides"] = (*values.get("overrides", result.flags.overrides), *more)  # type: ignore[misc]
+        elif attr == "fit_target_mib":
+            # split on [,/]+; one value applies to every device (arg.cpp:2898-2922)
+            targets = tuple(int(p) for p in re.split(r"[,/]+", raw) if p)
+            if not targets or len(targets) >= MAX_DEVICES:
+                raise ValueError(f"one to {MAX_DEVICES - 1} values in MiB")
+            if any(not 0 <= t <= 2**40 for t in targets):
+                raise ValueError("each target must be 0 to 2^40 MiB")
+            values[attr] = targets
+        elif attr == "fit_ctx":
+            n = int(raw)
+            if not 0 <= n <= UINT32_MAX:
+                raise ValueError(f"must be 0 to {UINT32_MAX:,}")
+            values[attr] = n
+        elif attr == "main_gpu":
+            n = int(raw)
+            if not -1 <= n < MAX_DEVICES:
+                raise ValueError(f"must be -1 to {MAX_DEVICES - 1}")
+            values[attr] = n
+        elif attr == "kv_unified_per_slot":
+            n = int(raw)
+            if not 0 <= n <= MAX_CTX:
+                raise ValueError(f"must be 0 to {MAX_CTX:,}")
+            values[attr] = n
+    except (ValueError, ot.OverrideError) as exc:
+        text = str(exc)
+        if text.startswith("invalid literal") or text.startswith("could not convert"):
+            text = "not a number"
+        result.errors.append(text if isinstance(exc, ot.OverrideError) else f"{name} {raw}: {text}")
+        return
+    result.given.append(f"{name} {raw}")
+
+
 def _set_int(result: ParsedCommand, values: dict[str, object], name: str, attr: str, raw: str) -> None:
     if attr == "n_gpu_layers" and raw.lower() in ("all", "auto"):
-        values[attr] = None  # every layer on the GPU (auto: as many as fit; kvlab sizes them all)
+        # auto (-1): as many as --fit decides; all (-2): every layer, set by the user (arg.cpp:2791-2808)
+        values[attr] = None if raw.lower() == "auto" else -2
         result.given.append(f"{name} {raw.lower()}")
         return
     try:
@@ -310,6 +424,13 @@ def _set_int(result: ParsedCommand, values: dict[str, object], name: str, attr: 
             result.errors.append(f"{name} {value}: must be 0 (the model's context) to {MAX_CTX:,}")
             return
         values[attr] = value or None
+        if value == 0:
+            values["fit_ctx"] = UINT32_MAX  # -c 0 asks for the full context: --fit may not shrink it
+    elif attr == "n_gpu_layers":
+        if not -2 <= value <= 100_000:
+            result.errors.append(f"{name} {value}: must be -1 (auto), -2 (all) or 0 to 100,000")
+            return
+        values[attr] = None if value == -1 else value
     elif attr in ("n_batch", "n_ubatch"):
         if not 1 <= value <= MAX_CTX:
             result.errors.append(f"{name} {value}: must be 1 to {MAX_CTX:,}")
@@ -353,7 +474,25 @@ def to_command(flags: ServerFlags, model_path: str = "MODEL.gguf") -> list[str]:
     if not flags.kv_offload:
         args.append("--no-kv-offload")
     if flags.n_gpu_layers is not None:
-        args += ["-ngl", str(flags.n_gpu_layers)]
+        args += ["-ngl", "all" if flags.n_gpu_layers == -2 else str(flags.n_gpu_layers)]
+    if flags.split_mode != "layer":
+        args += ["-sm", flags.split_mode]
+    if flags.tensor_split:
+        args += ["-ts", ",".join(f"{v:g}" for v in flags.tensor_split)]
+    if flags.main_gpu:
+        args += ["-mg", str(flags.main_gpu)]
+    if flags.overrides:
+        args += ["-ot", ",".join(f"{pattern}={buft}" for pattern, buft in flags.overrides)]
+    if not flags.fit:
+        args += ["-fit", "off"]
+    if flags.fit_target_mib:
+        args += ["-fitt", ",".join(map(str, flags.fit_target_mib))]
+    if flags.fit_ctx == UINT32_MAX and not flags.ctx_size:
+        args += ["-c", "0"]
+    elif flags.fit_ctx != 4096:
+        args += ["-fitc", str(flags.fit_ctx)]
+    if flags.kv_unified_per_slot:
+        args += ["--kv-unified-per-slot", str(flags.kv_unified_per_slot)]
     if flags.n_ubatch != 512:
         args += ["-ub", str(flags.n_ubatch)]
     if flags.n_batch != 2048:

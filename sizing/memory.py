@@ -120,7 +120,7 @@ def memory_plan(
     margin_mib: int = DEFAULT_MARGIN_MIB,
 ) -> MemoryPlan:
     # -ngl N puts N of the model's layers on the GPU; a layer's KV lives with it.
-    if flags.n_gpu_layers is None or flags.n_gpu_layers >= model.n_layer_all:
+    if flags.n_gpu_layers is None or flags.n_gpu_layers < 0 or flags.n_gpu_layers >= model.n_layer_all:
         share = 1.0
     else:
         share = max(0, flags.n_gpu_layers) / model.n_layer_all

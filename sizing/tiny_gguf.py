@@ -398,17 +398,17 @@ COMMON_KEYS: dict[str, object] = {
     "attention.head_count_kv": 2,
     "attention.layer_norm_epsilon": 1e-5,
 }
-_MOE = {"expert_count": 2, "expert_used_count": 1, "expert_feed_forward_length": 256}
-_SSM = {"ssm.conv_kernel": 4, "ssm.inner_size": 256, "ssm.state_size": 16, "ssm.time_step_rank": 8}
-_RWKV7 = {
+_MOE: dict[str, object] = {"expert_count": 2, "expert_used_count": 1, "expert_feed_forward_length": 256}
+_SSM: dict[str, object] = {"ssm.conv_kernel": 4, "ssm.inner_size": 256, "ssm.state_size": 16, "ssm.time_step_rank": 8}
+_RWKV7: dict[str, object] = {
     "wkv.head_size": 32,
     "attention.decay_lora_rank": 16,
     "attention.iclr_lora_rank": 16,
     "attention.value_residual_mix_lora_rank": 16,
     "attention.gate_lora_rank": 16,
 }
-_RWKV6 = {"wkv.head_size": 32, "time_mix_extra_dim": 32, "time_decay_extra_dim": 64, "rescale_every_n_layers": 0}
-_LERP = {"blk.{i}.time_mix_lerp_fused.weight": (128, 1, 1, 5)}  # rwkv6.cpp asserts lerp_fused or lerp_w
+_RWKV6: dict[str, object] = {"wkv.head_size": 32, "time_mix_extra_dim": 32, "time_decay_extra_dim": 64, "rescale_every_n_layers": 0}
+_LERP: dict[str, tuple[int, ...]] = {"blk.{i}.time_mix_lerp_fused.weight": (128, 1, 1, 5)}  # rwkv6.cpp asserts lerp_fused or lerp_w
 
 SPECS: dict[str, TinySpec] = {
     # the standard layout
