@@ -279,8 +279,11 @@ def test_each_unmodelled_argument_says_what_llama_server_does(args: str, arg: st
     assert parsed.flags.ctx_size == 4096 and parsed.errors == []
 
 
-def test_ngl_all_and_auto_are_every_layer() -> None:
-    assert parse_command("llama-server -ngl all").flags.n_gpu_layers is None
+def test_ngl_all_is_every_layer_set_by_the_user_and_auto_is_the_fits_choice() -> None:
+    # arg.cpp: `all` is -2, `auto` -1; --fit leaves the layers alone unless -ngl is -1 (fit.cpp)
+    assert parse_command("llama-server -ngl all").flags.n_gpu_layers == -2
+    assert parse_command("llama-server -ngl auto").flags.n_gpu_layers is None
+    assert parse_command("llama-server -ngl -1").flags.n_gpu_layers is None
     assert parse_command("llama-server -ngl auto").errors == []
 
 
