@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from .cmdline import to_command
 from .hparams import ModelParams
 from .kv import FORMULA_VERSION, KVLayout, ServerFlags, kv_layout
 from .memory import COMPUTE_FORMULA, MemoryPlan, memory_plan
+from .placement.server import ServerPlan, plan_server
+from .placement.tensors import WeightTensor
+from .placement.types import Device, Host, MiB
 from .recommend import RANKING, Recommendation, recommend
 from .workload import Prediction, Workload, predict
 
 
 @dataclass
 class Sizing:
+    """`flags` and `layout` are what the server runs with: after --fit when GPUs are given
+    (`server` then says what changed and why), else the flags as typed."""
+
     model: ModelParams
     flags: ServerFlags
     layout: KVLayout
@@ -21,6 +29,8 @@ class Sizing:
     workload: Workload | None
     prediction: Prediction | None
     recommendations: list[Recommendation]
+    server: ServerPlan | None = None
+    typed_flags: ServerFlags | None = None  # the flags as given, when --fit changed them
 
 
 def size(
@@ -33,7 +43,29 @@ def size(
     weights_source: str = "",
     model_path: str = "MODEL.gguf",
     with_recommendations: bool = True,
+    devices: Sequence[Device] | None = None,
+    host: Host | None = None,
+    tensors: Sequence[WeightTensor] | None = None,
 ) -> Sizing:
+    """Size `flags` for `model`. With GPUs (`devices`, or one of `gpu_mib`) llama-server's --fit is
+    replayed and the sizing is of the configuration it then runs with."""
+    if devices is None and gpu_mib is not None:
+        devices = [Device("CUDA0", f"a GPU of {gpu_mib:,} MiB", gpu_mib * MiB)]
+    server = None
+    typed = flags
+    if devices:
+        server = plan_server(
+            model,
+            flags,
+            devices=devices,
+            host=host,
+            tensors=tensors,
+            weights_bytes=weights_bytes,
+            prompt_tokens=workload.prompt_tokens if workload else 0,
+            output_tokens=workload.output_tokens if workload else 0,
+            concurrency=workload.concurrency if workload else 1,
+        )
+        flags = server.flags
     layout = kv_layout(model, flags)
     plan = memory_plan(
         model, layout, flags, weights_bytes=weights_bytes, weights_source=weights_source, gpu_mib=gpu_mib
@@ -52,7 +84,9 @@ def size(
         if workload and with_recommendations
         else []
     )
-    return Sizing(model, flags, layout, plan, workload, prediction, recommendations)
+    return Sizing(
+        model, flags, layout, plan, workload, prediction, recommendations, server, typed if flags != typed else None
+    )
 
 
 @dataclass(frozen=True)
@@ -166,4 +200,79 @@ def as_json(s: Sizing) -> dict[str, Any]:
             for r in s.recommendations
         ],
         "ranking": RANKING,
+        **server_json(s.server),
+    }
+
+
+def server_json(plan: ServerPlan | None) -> dict[str, Any]:
+    """What llama-server will do on the given devices (kvsize --json, snapshots, the page):
+    `fit` (status, changes, log), `effective` (the flags after fit), `devices` (bytes per device by
+    kind) and `decode_tok_s_estimate`. Empty without devices."""
+    if plan is None:
+        return {}
+    speed = plan.speed
+    return {
+        "fit": {
+            "status": plan.fit.status,
+            "message": plan.fit.message,
+            "changes": list(plan.fit.changes),
+            "log": [list(line) for line in plan.pre_fit_log + plan.fit.log],
+        },
+        "effective": {
+            "command": to_command(plan.flags),
+            "n_ctx": plan.context.n_ctx,
+            "n_ctx_seq": plan.context.n_ctx_seq,
+            "n_ctx_slot": plan.context.n_ctx_slot,
+            "n_parallel": plan.params.n_seq_max,
+            "kv_unified": plan.params.kv_unified,
+            "n_gpu_layers": plan.params.n_gpu_layers,
+            "tensor_split": list(plan.params.tensor_split),
+            "overrides": [list(o) for o in plan.params.overrides],
+            "warnings": list(plan.context.warnings),
+        },
+        "placement_error": plan.error,
+        "weights_note": plan.weights_note,
+        "loads": plan.loads,
+        "devices": [
+            {
+                "name": r.name,
+                "description": r.description,
+                "total_bytes": r.total,
+                "free_bytes": r.free,
+                "model_bytes": r.usage.model,
+                "context_bytes": r.usage.context,
+                "compute_bytes": r.usage.compute,
+                "counted_bytes": r.usage.total,
+                "fit_target_bytes": r.margin,
+                "free_after_bytes": r.free_after,
+                "outside_llama_cpp": None
+                if r.outside is None
+                else [
+                    {
+                        "name": i.name,
+                        "bytes": i.bytes,
+                        "in_vram": i.in_vram,
+                        "upper_bound": i.upper_bound,
+                        "exact": i.exact,
+                        "source": i.source,
+                    }
+                    for i in r.outside.items
+                ],
+            }
+            for r in plan.rows
+        ],
+        "decode_tok_s_estimate": None
+        if speed is None
+        else {
+            "tok_s": speed.tok_s,
+            "aggregate_tok_s": speed.aggregate_tok_s,
+            "sequences": speed.sequences,
+            "label": speed.label,
+            "unknown": list(speed.unknown),
+            "calibration": speed.calibration,
+            "parts": [
+                {"name": p.name, "where": p.where, "bytes": p.bytes, "seconds": p.seconds, "bound": p.bound}
+                for p in speed.parts
+            ],
+        },
     }

@@ -114,12 +114,11 @@ def params_of(flags: ServerFlags, layout: KVLayout, n_devices: int) -> Params:
 
 
 def flags_after(flags: ServerFlags, params: Params) -> ServerFlags:
-    """kvlab's flags for the parameters the server runs with."""
+    """kvlab's flags for the parameters the server runs with (the fit never changes the slots;
+    -np auto stays auto, which sizing.kv resolves as the server does)."""
     return replace(
         flags,
         ctx_size=params.n_ctx or None,
-        parallel=params.n_seq_max,
-        kv_unified=params.kv_unified,
         n_gpu_layers=None if params.n_gpu_layers == -1 else params.n_gpu_layers,
         tensor_split=tuple(params.tensor_split),
         overrides=tuple(params.overrides),
