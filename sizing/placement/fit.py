@@ -878,9 +878,10 @@ def _describe(result: FitResult, given: Params, run: _Fit, n_ctx_min: int) -> li
     if given.n_ctx == 0 and p.n_ctx != 0:
         flag = "`-c 0`" if n_ctx_min == UINT32_MAX else "`-c` unset"
         if run.ctx_outcome == "reduced":
-            free_words = (
-                f"leaves {target} MiB free on {where}" if nd <= 1 else "should leave each device its target free"
-            )
+            free_words = {
+                0: f"leaves {target} MiB of system memory free",
+                1: f"leaves {target} MiB free on {where}",
+            }.get(nd, "should leave each device its target free")
             out.append(f"{flag} → {_n(p.n_ctx)}: the largest context that {free_words}")
         elif run.ctx_outcome == "minimum":
             out.append(f"{flag} → {_n(p.n_ctx)}: the --fit-ctx minimum, and even that does not fit on {where}")
