@@ -445,27 +445,25 @@ def test_moe_with_a_dense_surplus_converts_layers_front_to_back() -> None:
     assert out[-1].startswith("  - CUDA0 (NVIDIA GeForce RTX 4090): 41 layers (")
 
 
-def test_the_extra_layer_needs_strictly_less_than_the_target() -> None:
-    # fit.cpp:827, 843, 857: mem < target (strict); a tie falls back from UP to ATTN
-    probe = moe([gpu(0, 9000)])
-    probe.fit()
-    out_probe = probe.calls
-    # the first extra-layer trial is the measurement after the "trying ... UP" line; make its memory the target
-    result_probe = moe([gpu(0, 9000)]).fit()
-    trial_index = [
-        i for i, (level, line) in enumerate(result_probe.log) if line.endswith("overflow_type=LAYER_FRACTION_UP")
-    ][0]
-    n_trials_before = sum(
-        1 for level, line in result_probe.log[:trial_index] if line.endswith("memory for test allocation by device:")
-    )
-    trial = out_probe[n_trials_before + 2]  # + the initial measurement and the MoE probe
-    tie = moe([gpu(0, 9000)])(trial)[0].total
-    device = Device("CUDA0", "NVIDIA GeForce RTX 4090", 24576 * MiB, 24576 * MiB - (tie + 1024 * MiB))
-    result = moe([device]).fit()
-    out = lines(result)
-    assert "trying to fit one extra layer with overflow_type=LAYER_FRACTION_UP" in out
-    assert "trying to fit one extra layer with overflow_type=LAYER_FRACTION_ATTN" in out
-    assert "trying to fit one extra layer with overflow_type=LAYER_FRACTION_GATE" not in out
+@pytest.mark.parametrize(("up_below_target", "tried"), [(0, ["UP", "ATTN"]), (1, ["UP", "GATE"])])
+def test_the_extra_layer_needs_strictly_less_than_the_target(up_below_target: int, tried: list[str]) -> None:
+    # fit.cpp:827, 843, 857: mem < target (strict). The UP trial is made to cost exactly the target (or a
+    # byte less): a tie is rejected and ATTN is tried instead; a byte less is accepted and GATE tried next.
+    synth = moe([gpu(0, 9000)])
+    target = (9000 - 1024) * MiB
+    up = r"\.ffn_(gate|gate_up|down).*"
+
+    def measure(params: Params) -> list[Usage]:
+        usages = synth(params)
+        if any(pattern.endswith(up) for pattern, _ in params.overrides):
+            return [Usage(model=target - up_below_target), usages[1]]
+        return usages
+
+    result = fit_params(measure, synth.devices, HOST, Params(), n_layer=40, n_ctx_train=32768, n_expert=8)
+    kinds = [line.rsplit("=LAYER_FRACTION_", 1)[1] for line in lines(result) if "trying to fit one extra" in line]
+    assert kinds == tried
+    up_accepted = [line for line in lines(result) if line.endswith(", UP), id_dense_start=0")]
+    assert len(up_accepted) == up_below_target
 
 
 def test_moe_on_two_devices_overflows_the_extra_layer_to_the_next_device() -> None:
