@@ -487,8 +487,9 @@ def to_command(flags: ServerFlags, model_path: str = "MODEL.gguf") -> list[str]:
         args += ["-fit", "off"]
     if flags.fit_target_mib:
         args += ["-fitt", ",".join(map(str, flags.fit_target_mib))]
-    if flags.fit_ctx == UINT32_MAX and not flags.ctx_size:
-        args += ["-c", "0"]
+    if flags.fit_ctx == UINT32_MAX:
+        if not flags.ctx_size:
+            args += ["-c", "0"]  # the full context, which --fit may not shrink
     elif flags.fit_ctx != 4096:
         args += ["-fitc", str(flags.fit_ctx)]
     if flags.kv_unified_per_slot:

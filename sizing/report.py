@@ -51,6 +51,8 @@ def size(
     replayed and the sizing is of the configuration it then runs with."""
     if devices is None and gpu_mib is not None:
         devices = [Device("CUDA0", f"a GPU of {gpu_mib:,} MiB", gpu_mib * MiB)]
+    if gpu_mib is None and devices:
+        gpu_mib = devices[0].free // MiB  # the one-GPU memory plan (MemoryPlan) of the first
     server = None
     typed = flags
     if devices:

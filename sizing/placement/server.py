@@ -174,7 +174,15 @@ def plan_server(
         plan = _plan(model, flags, pre, result, [])
         plan.pre_fit_log = pre.log
         return plan
-    measure = breakdown.make_measure(model, tensors, devices, host, swa_full=flags.swa_full)
+    placed = breakdown.make_measure(model, tensors, devices, host, swa_full=flags.swa_full)
+
+    def measure(params: Params) -> Sequence[Usage]:
+        # a placement llama.cpp cannot load fails its no_alloc load the same way: "failed to load model"
+        try:
+            return placed(params)
+        except breakdown.PlacementError as exc:
+            raise fit.MeasureError("failed to load model") from exc
+
     margins = fit.expand_fit_target(flags.fit_target_mib or (DEFAULT_FIT_TARGET_MIB,))
     result = fit.fit_params(
         measure,

@@ -113,3 +113,107 @@ def test_kvsize_takes_no_default_quantization_and_names_the_weights_it_used():
     assert memory["weights_source"] == "catalogue Q4_K_M: published file size"
     with pytest.raises(CommandError, match=r"llama-3.1-8b has no IQ1_S weights in the catalogue; known: Q4_K_M, "):
         call_command("kvsize", "--model", "llama-3.1-8b", "--quant", "IQ1_S", stdout=StringIO())
+
+
+# Issue 14: what llama-server's --fit does on the given GPUs (sizing.placement).
+DEVSTRAL = ("--model", "devstral-small-2-24b", "--quant", "Q4_K_M")
+
+
+def fitted(*args):
+    return json.loads(kvsize(*DEVSTRAL, *args, "--json"))
+
+
+def test_without_c_the_fit_picks_the_largest_context_that_leaves_the_target_free():
+    data = fitted("--gpu", "rtx-5060-ti-16gb")
+    assert data["fit"]["status"] == "success"
+    n_ctx = data["effective"]["n_ctx"]
+    # not the model's 393,216: the largest multiple of 256 that leaves 1,024 MiB of the 16,311 free
+    assert 4096 < n_ctx < 393216 and n_ctx % 256 == 0 and data["n_ctx"] == n_ctx
+    assert data["fit"]["changes"] == [
+        f"`-c` unset → {n_ctx:,}: the largest context that leaves 1,024 MiB free on CUDA0"
+    ]
+    gpu, host = data["devices"]
+    assert (gpu["name"], host["name"]) == ("CUDA0", "Host")
+    assert gpu["free_after_bytes"] >= 1024 * 2**20 and gpu["counted_bytes"] == (
+        gpu["model_bytes"] + gpu["context_bytes"] + gpu["compute_bytes"]
+    )
+    # token_embd stays in system RAM; every other weight is on the GPU
+    assert host["model_bytes"] > 0 and gpu["model_bytes"] + host["model_bytes"] >= data["memory"]["weights_bytes"]
+    assert data["decode_tok_s_estimate"]["tok_s"] > 0
+    assert "estimate" in data["decode_tok_s_estimate"]["label"]
+
+
+def test_a_context_that_does_not_fit_moves_layers_to_system_ram_instead_of_failing():
+    data = fitted("--gpu", "rtx-5060-ti-16gb", "-c", "16384", "-np", "1")
+    (change,) = data["fit"]["changes"]
+    ngl = data["effective"]["n_gpu_layers"]
+    assert change == f"`-ngl` auto → {ngl}: {41 - ngl} of 41 layers in system RAM" and 0 < ngl < 41
+    assert data["effective"]["n_ctx"] == 16384 and data["loads"] is True
+    assert "-ngl" in data["effective"]["command"]
+    full = fitted("--gpu", "rtx-5060-ti-16gb", "-c", "8192", "-np", "1")["decode_tok_s_estimate"]["tok_s"]
+    assert data["decode_tok_s_estimate"]["tok_s"] < full  # layers in RAM decode slower
+
+
+def test_fit_off_and_c_0_are_honoured():
+    off = fitted("--gpu", "rtx-5060-ti-16gb", "--fit", "off")
+    assert off["fit"]["status"] == "off" and off["effective"]["n_ctx"] == 393216
+    assert off["loads"] is False  # 393,216 cells of f16 KV do not fit a 16 GB card
+    full = fitted("--gpu", "rtx-5060-ti-16gb", "--command", "llama-server -c 0")
+    assert full["effective"]["n_ctx"] == 393216  # -c 0 turns context reduction off
+    assert full["effective"]["n_gpu_layers"] < 41
+    again = fitted("--gpu", "rtx-5060-ti-16gb", "--command", "llama-server -c 0 -fitc 8192")
+    assert again["effective"]["n_ctx"] < 393216  # -fitc after -c 0 turns it back on
+
+
+def test_a_user_set_ngl_stops_the_fit_with_llama_servers_message():
+    data = fitted("--gpu", "rtx-5060-ti-16gb", "-c", "65536", "-np", "1", "-ngl", "41")
+    assert data["fit"]["status"] == "failure"
+    assert data["fit"]["message"] == "n_gpu_layers already set by user to 41, abort"
+    assert [
+        "WRN",
+        "common_fit_params: failed to fit params to free device memory: n_gpu_layers already set by user to 41, abort",
+    ] in data["fit"]["log"]
+    assert data["loads"] is False
+
+
+def test_two_gpus_each_get_a_row_and_a_split():
+    data = fitted("--gpu", "rtx-3060-12gb", "--gpu", "rtx-3060-12gb:2048", "-c", "32768", "-np", "1")
+    names = [d["name"] for d in data["devices"]]
+    assert names == ["CUDA0", "CUDA1", "Host"]
+    cuda0, cuda1, _ = data["devices"]
+    assert cuda1["free_bytes"] == cuda0["free_bytes"] - 2048 * 2**20
+    assert cuda0["model_bytes"] > 0 and cuda1["model_bytes"] > 0
+
+
+def test_cpu_moe_puts_the_experts_in_system_ram():
+    args = ("--model", "qwen3-30b-a3b", "--quant", "Q4_K_M", "--gpu", "rtx-4090", "-c", "8192", "-np", "1")
+    plain = json.loads(kvsize(*args, "--fit", "off", "--json"))
+    moe = json.loads(kvsize(*args, "--fit", "off", "--cpu-moe", "--json"))
+    gpu_plain, gpu_moe = plain["devices"][0]["model_bytes"], moe["devices"][0]["model_bytes"]
+    assert gpu_moe < gpu_plain / 4  # the routed experts are most of a 30B-A3B's weights
+    # the same tensors, moved: only their alignment differs (CUDA 128 bytes and row padding, host 32)
+    moved_to_ram = moe["devices"][-1]["model_bytes"] - plain["devices"][-1]["model_bytes"]
+    assert abs(moved_to_ram - (gpu_plain - gpu_moe)) < 2**20
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--gpu", "no-such-gpu"), "unknown GPU 'no-such-gpu'"),
+        (("--gpu", "99999999999"), "the size must be 1 to"),
+        (("--gpu", "1024:4096"), "the memory in use 0 to it"),
+        (("--gpu", "1024:x"), "must be whole MiB"),
+        (("-ot", "exps=GPU7"), "unknown buffer type"),
+        (("-ts", "a,b"), "-ts a,b: not a number"),
+        (("--ram-mib", "0"), "--ram-mib must be"),
+    ],
+)
+def test_bad_placement_input_gets_a_clear_error(args, message):
+    with pytest.raises(CommandError, match=message):
+        kvsize(*DEVSTRAL, *args)
+
+
+def test_sm_row_cannot_load_on_cuda():
+    data = fitted("--gpu", "rtx-3090", "--gpu", "rtx-3090", "-sm", "row", "-c", "8192")
+    assert "does not support split buffers" in data["placement_error"] and data["loads"] is False
+    assert data["fit"]["status"] == "error"

@@ -12,12 +12,36 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from sizing import catalogue
 from sizing.cmdline import parse_command
 from sizing.gguf import GGUFError, read_gguf_head
-from sizing.hparams import ModelSpecError, model_params
+from sizing.hparams import ModelParams, ModelSpecError, model_params
+from sizing.placement import tensors as placement_tensors
+from sizing.placement.tensors import WeightTensor
+from sizing.placement.types import MAX_DEVICES, Device, Host, MiB
 from sizing.render import text_report
 from sizing.report import as_json, size
 from sizing.workload import Workload
 
 GGUF_HEAD_LIMIT = 256 * 1024 * 1024
+MAX_GPU_MIB = 16 * 1024 * 1024  # 16 TiB: far beyond any GPU, small enough to stay exact
+
+
+def parse_gpu(text: str, index: int) -> Device:
+    """`--gpu ID_OR_MIB[:USED_MIB]`: a catalogue GPU or a size in MiB, with the MiB already in use."""
+    name, _, used_text = text.partition(":")
+    try:
+        used = int(used_text) if used_text else 0
+    except ValueError:
+        raise CommandError(f"--gpu {text}: the memory in use after ':' must be whole MiB") from None
+    if name.isdigit():
+        total = int(name)
+        description, bandwidth = f"a GPU of {total:,} MiB", None
+    else:
+        gpu = catalogue.gpus().get(name)
+        if gpu is None:
+            raise CommandError(f"unknown GPU {name!r}; known: {', '.join(sorted(catalogue.gpus()))}, or a size in MiB")
+        total, description, bandwidth = gpu.memory_mib, gpu.name, gpu.bandwidth
+    if not 1 <= total <= MAX_GPU_MIB or not 0 <= used <= total:
+        raise CommandError(f"--gpu {text}: the size must be 1 to {MAX_GPU_MIB:,} MiB and the memory in use 0 to it")
+    return Device(f"CUDA{index}", description, total * MiB, used * MiB, bandwidth)
 
 
 class Command(BaseCommand):
@@ -40,13 +64,35 @@ class Command(BaseCommand):
         parser.add_argument("-ub", "--ubatch-size", type=int)
         parser.add_argument("-b", "--batch-size", type=int)
         parser.add_argument("--no-kv-offload", action="store_true")
-        parser.add_argument("-ngl", "--gpu-layers", type=int)
+        parser.add_argument("-ngl", "--gpu-layers", help="N, auto or all")
+        parser.add_argument("-sm", "--split-mode", choices=["none", "layer", "row", "tensor"])
+        parser.add_argument("-ts", "--tensor-split", help="the share of each GPU, e.g. 3,1")
+        parser.add_argument("-mg", "--main-gpu", type=int)
+        parser.add_argument("-ot", "--override-tensor", action="append", default=[], help="PATTERN=BUFFER_TYPE,...")
+        parser.add_argument("-cmoe", "--cpu-moe", action="store_true")
+        parser.add_argument("-ncmoe", "--n-cpu-moe", type=int)
+        parser.add_argument("--fit", choices=["on", "off"])
+        parser.add_argument("-fitt", "--fit-target", help="MiB left free per GPU: one value or one per GPU")
+        parser.add_argument("-fitc", "--fit-ctx", type=int, help="the smallest context --fit may choose")
+        parser.add_argument("--kv-unified-per-slot", type=int)
+        parser.add_argument(
+            "--command",
+            help="a whole llama-server command line, read as llama-server reads it (in order); "
+            "the flags above are applied after it",
+        )
         parser.add_argument(
             "--quant", help="catalogue models: the quantization whose weights count (none: the fit is not judged)"
         )
-        gpu = parser.add_mutually_exclusive_group()
-        gpu.add_argument("--gpu", help="a GPU id from the catalogue")
-        gpu.add_argument("--gpu-mib", type=int, help="the GPU's memory in MiB")
+        parser.add_argument(
+            "--gpu",
+            action="append",
+            default=[],
+            help="a GPU: a catalogue id or its memory in MiB, with ':USED' for the MiB already in use; "
+            "repeat for several (CUDA0, CUDA1, … in order)",
+        )
+        parser.add_argument("--gpu-mib", type=int, help="one GPU's memory in MiB (the same as --gpu MIB)")
+        parser.add_argument("--ram-mib", type=int, help="system RAM in MiB (for a CPU-only fit)")
+        parser.add_argument("--ram-gbps", type=float, help="system RAM bandwidth in GB/s (default: dual-channel DDR4)")
         parser.add_argument("--prompt-tokens", type=int, help="p95 prompt tokens of the workload")
         parser.add_argument("--output-tokens", type=int, help="p95 output tokens of the workload")
         parser.add_argument("--concurrency", type=int, default=1)
@@ -59,24 +105,26 @@ class Command(BaseCommand):
             model = model_params(metadata)
         except ModelSpecError as exc:
             raise CommandError(str(exc)) from None
-        parsed = parse_command(shlex.join(self._flag_tokens(options)))
+        command = (options["command"] or "llama-server") + " " + shlex.join(self._flag_tokens(options)[1:])
+        parsed = parse_command(command)
         if parsed.errors:
             raise CommandError("; ".join(parsed.errors))
         workload = self._workload(options)
-        gpu_mib = options["gpu_mib"]
-        if options["gpu"]:
-            gpu = catalogue.gpus().get(options["gpu"])
-            if gpu is None:
-                raise CommandError(f"unknown GPU {options['gpu']!r}; known: {', '.join(sorted(catalogue.gpus()))}")
-            gpu_mib = gpu.memory_mib
+        gpus = list(options["gpu"]) + ([str(options["gpu_mib"])] if options["gpu_mib"] is not None else [])
+        if len(gpus) > MAX_DEVICES:
+            raise CommandError(f"at most {MAX_DEVICES} GPUs (llama_max_devices)")
+        devices = [parse_gpu(text, i) for i, text in enumerate(gpus)]
+        host = self._host(options)
         result = size(
             model,
             parsed.flags,
             workload=workload,
-            gpu_mib=gpu_mib,
             weights_bytes=weights,
             weights_source=weights_source,
             model_path=model_path,
+            devices=devices or None,
+            host=host,
+            tensors=self._tensors(options, model, metadata),
         )
         if options["json"]:
             self.stdout.write(json.dumps(as_json(result), indent=2))
@@ -85,7 +133,42 @@ class Command(BaseCommand):
         if result.layout.errors:
             raise CommandError("this configuration will not start: " + "; ".join(result.layout.errors))
 
+    def _host(self, o: dict[str, Any]) -> Host | None:
+        ram, gbps = o["ram_mib"], o["ram_gbps"]
+        if ram is not None and not 1 <= ram <= MAX_GPU_MIB:
+            raise CommandError(f"--ram-mib must be 1 to {MAX_GPU_MIB:,}")
+        if gbps is not None and not 0 < gbps <= 100_000:
+            raise CommandError("--ram-gbps must be more than 0 and at most 100,000")
+        if ram is None and gbps is None:
+            return None
+        total = (ram or 0) * MiB
+        return Host(total, total, None if gbps is None else gbps * 1e9)
+
+    def _tensors(self, o: dict[str, Any], model: ModelParams, metadata: dict[str, Any]) -> list[WeightTensor] | None:
+        """The weight tensors for an exact placement: the GGUF's table, or the catalogue's shapes at --quant."""
+        if o["gguf"]:
+            head = self._head
+            if head is None or not head.complete:
+                return None
+            try:
+                return placement_tensors.from_gguf(head.tensors)
+            except ValueError:
+                return None
+        if o["model"] and o["quant"]:
+            entry = catalogue.models()[o["model"]]
+            figure = catalogue.weights_for(entry.id, o["quant"])
+            if figure is None:
+                return None
+            try:
+                return placement_tensors.computed(
+                    entry.metadata, figure.quant, imatrix=entry.imatrix, **entry.tensor_layout
+                )
+            except (KeyError, ValueError):
+                return None
+        return None
+
     def _model_source(self, options: dict[str, Any]) -> tuple[dict[str, Any], int | None, str, str]:
+        self._head = None
         if options["gguf"]:
             path = Path(options["gguf"])
             try:
@@ -95,6 +178,7 @@ class Command(BaseCommand):
                 raise CommandError(f"{path}: {exc.strerror}") from None
             except GGUFError as exc:
                 raise CommandError(f"{path}: {exc}") from None
+            self._head = head
             weights = head.weights_bytes
             return head.metadata, weights, "gguf tensors" if weights is not None else "", path.name
         if options["spec"]:
@@ -128,8 +212,23 @@ class Command(BaseCommand):
         for flag, key in (("-ctk", "cache_type_k"), ("-ctv", "cache_type_v"), ("-fa", "flash_attn")):
             if o[key]:
                 tokens += [flag, o[key]]
-        if o["gpu_layers"] is not None:
-            tokens += ["-ngl", str(o["gpu_layers"])]
+        for flag, key in (
+            ("-ngl", "gpu_layers"),
+            ("-sm", "split_mode"),
+            ("-ts", "tensor_split"),
+            ("-mg", "main_gpu"),
+            ("--n-cpu-moe", "n_cpu_moe"),
+            ("-fit", "fit"),
+            ("-fitt", "fit_target"),
+            ("-fitc", "fit_ctx"),
+            ("--kv-unified-per-slot", "kv_unified_per_slot"),
+        ):
+            if o[key] is not None:
+                tokens += [flag, str(o[key])]
+        for value in o["override_tensor"]:
+            tokens += ["-ot", value]
+        if o["cpu_moe"]:
+            tokens.append("--cpu-moe")
         if o["kv_unified"]:
             tokens.append("-kvu")
         if o["no_kv_unified"]:
