@@ -407,8 +407,14 @@ _RWKV7: dict[str, object] = {
     "attention.value_residual_mix_lora_rank": 16,
     "attention.gate_lora_rank": 16,
 }
-_RWKV6: dict[str, object] = {"wkv.head_size": 32, "time_mix_extra_dim": 32, "time_decay_extra_dim": 64, "rescale_every_n_layers": 0}
-_LERP: dict[str, tuple[int, ...]] = {"blk.{i}.time_mix_lerp_fused.weight": (128, 1, 1, 5)}  # rwkv6.cpp asserts lerp_fused or lerp_w
+_RWKV6: dict[str, object] = {
+    "wkv.head_size": 32,
+    "time_mix_extra_dim": 32,
+    "time_decay_extra_dim": 64,
+    "rescale_every_n_layers": 0,
+}
+# rwkv6.cpp asserts lerp_fused or lerp_w
+_LERP: dict[str, tuple[int, ...]] = {"blk.{i}.time_mix_lerp_fused.weight": (128, 1, 1, 5)}
 
 SPECS: dict[str, TinySpec] = {
     # the standard layout
