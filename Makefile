@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := data/demo/bench_results.jsonl
 
-.PHONY: run test test-postgres test-oracle setup bench lint format user check-python
+.PHONY: run test test-postgres test-oracle test-gpu setup bench lint format user check-python
 
 run: setup
 	scripts/run.sh
@@ -27,6 +27,15 @@ test-postgres: setup $(VENV)/.dev-installed
 # The oracle tests alone: kvlab's predictions against a real llama-server's log and llama-fit-params.
 test-oracle: setup $(VENV)/.dev-installed
 	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest -m llama_server
+
+# The GPU checks (issue 14): kvlab's --fit and per-device memory against a CUDA build of llama.cpp
+# (built once, for this GPU) on this machine's NVIDIA GPU. Without a GPU it says so and passes.
+test-gpu: setup $(VENV)/.dev-installed
+	@if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then \
+		echo "kvlab: no NVIDIA GPU on this machine: the GPU checks are skipped"; exit 0; fi; \
+	KVLAB_LLAMA_FIT_PARAMS_CUDA="$$(scripts/build-llama-server.sh --cuda --fit-params)" \
+	KVLAB_LLAMA_SERVER_CUDA="$$(scripts/build-llama-server.sh --cuda)" \
+	$(BIN)/pytest -m gpu -rA -s sizing/tests/test_fit_oracle_devices.py
 
 setup: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --verbosity 0
