@@ -123,7 +123,13 @@ def validate(overrides: Sequence[Override], device_names: Sequence[str]) -> None
 
 def match(name: str, overrides: Sequence[Override]) -> str | None:
     """The buffer type of the first override whose pattern occurs in the name, or None."""
-    for pattern, buft in overrides:
-        if compile_pattern(pattern).search(name):
+    for pattern, buft in _compiled(tuple(overrides)):
+        if pattern.search(name):
             return buft
     return None
+
+
+@lru_cache(maxsize=256)
+def _compiled(overrides: tuple[Override, ...]) -> list[tuple[re.Pattern[str], str]]:
+    """An override list compiled once: the fit measures the same list for every tensor of a model."""
+    return [(compile_pattern(pattern), buft) for pattern, buft in overrides]
