@@ -39,6 +39,7 @@ from typing import Any
 
 from ..hparams import ModelParams
 from ..kv import KVLayout, ServerFlags
+from .overrides import match as override_match
 from .types import Device, Host
 
 # System RAM: dual-channel DDR4-3200, the common desktop floor. JEDEC DDR4-3200 moves 3,200 MT/s on a
@@ -237,10 +238,8 @@ def approximate_weights_bytes(model: ModelParams, bits_per_weight: float = 4.5) 
 
 
 def _override(name: str, overrides: Sequence[tuple[str, str]]) -> str | None:
-    for pattern, buft in overrides:  # llama.cpp: the first pattern found in the name (std::regex_search) wins
-        if re.search(pattern, name):
-            return buft
-    return None
+    # llama.cpp: the first pattern found in the name (std::regex_search) wins
+    return override_match(name, overrides)
 
 
 def locations_for(
