@@ -27,6 +27,10 @@ from .ggml_types import KV_CACHE_TYPES
 from .hparams import ModelParams, ModelSpecError, model_params
 from .kv import MAX_CTX, MAX_PARALLEL, ServerFlags
 from .models import GgufHead
+from .placement import tensors as placement_tensors
+from .placement.speed import DEFAULT_HOST_BANDWIDTH, DEFAULT_HOST_BANDWIDTH_SOURCE
+from .placement.tensors import WeightTensor
+from .placement.types import MAX_DEVICES, Device, Host, MiB
 from .report import Sizing, size
 from .weights import WeightsFigure
 from .workload import Workload
@@ -37,6 +41,13 @@ MAX_WEIGHTS_BYTES = 1 << 50  # 1 PiB: beyond any model
 # Without a unit, a number this large is bytes; a smaller one is GiB.
 BARE_BYTES_FROM = 1 << 20
 WEIGHT_UNITS = {"b": 1, "bytes": 1, "kib": 1024, "mib": 1024**2, "gib": GiB, "kb": 1000, "mb": 10**6, "gb": 10**9}
+MAX_GPU_MIB = 4_194_304  # 4 TiB: beyond any GPU
+MAX_RAM_MIB = 16 * 1024 * 1024  # 16 TiB of system RAM
+MAX_GBPS = 100_000.0  # GB/s: beyond any memory
+# The repeated per-GPU query parameters, aligned by position: gpu=ID&gpu_mib=&gpu_used=&gpu_gbps=
+GPU_FIELDS = ("gpu", "gpu_mib", "gpu_used", "gpu_gbps")
+MAX_GPU_VALUES = 4 * MAX_DEVICES  # values read per parameter; more is refused, not parsed
+DEFAULT_RAM_GBPS = DEFAULT_HOST_BANDWIDTH / 1e9
 DEFAULT_FIELDS = {"type_k": "f16", "type_v": "f16", "flash_attn": "auto", "n_ubatch": 512, "prefer": "throughput"}
 
 
@@ -111,6 +122,12 @@ class SizingInputs:
     flags_from: str = "fields"  # "fields" or "command": which one set the flags
     effective: dict[str, Any] = field(default_factory=dict)  # every field as the sizing used it
     run: Run | None = None  # the run whose measured prompts are the workload
+    devices: list[Device] = field(default_factory=list)  # the GPUs, in order (CUDA0, CUDA1, ...)
+    gpu_sources: list[str] = field(default_factory=list)  # where each GPU's bandwidth comes from
+    host: Host | None = None  # system RAM, when its size or bandwidth is given
+    host_bandwidth_source: str = ""
+    tensors: list[WeightTensor] | None = None  # the weight tensors, when known exactly
+    tensors_source: str = ""  # where the tensor table comes from ("" when the weights are spread)
 
     @property
     def refusals(self) -> list[ArgNote]:
@@ -121,10 +138,12 @@ class SizingInputs:
             self.model,
             self.flags,
             workload=self.workload,
-            gpu_mib=self.gpu_mib,
             weights_bytes=self.weights_bytes,
             weights_source=self.weights_source,
             model_path=self.model_path,
+            devices=self.devices or None,
+            host=self.host,
+            tensors=self.tensors,
         )
 
 
@@ -200,8 +219,11 @@ class SizingForm(forms.Form):
     no_kv_offload = forms.BooleanField(required=False, label="--no-kv-offload")
     n_ubatch = forms.IntegerField(required=False, min_value=1, max_value=65536, initial=512, label="-ub")
     n_gpu_layers = forms.IntegerField(required=False, min_value=0, max_value=1000, label="-ngl (blank: all)")
-    gpu = forms.ChoiceField(required=False, label="GPU")
-    gpu_mib = forms.IntegerField(required=False, min_value=256, max_value=4_194_304, label="or its memory (MiB)")
+    # The GPUs are repeated parameters (GPU_FIELDS), read by _gpus(); system RAM is one.
+    ram_mib = forms.IntegerField(required=False, min_value=1, max_value=MAX_RAM_MIB, label="system RAM (MiB)")
+    ram_gbps = forms.FloatField(
+        required=False, min_value=0.1, max_value=MAX_GBPS, label=f"RAM bandwidth (GB/s, blank: {DEFAULT_RAM_GBPS:g})"
+    )
     prompt_tokens = forms.IntegerField(required=False, min_value=1, max_value=MAX_CTX, label="p95 prompt tokens")
     output_tokens = forms.IntegerField(required=False, min_value=0, max_value=MAX_CTX, label="p95 output tokens")
     concurrency = forms.IntegerField(required=False, min_value=1, max_value=1024, label="concurrent requests")
@@ -216,9 +238,6 @@ class SizingForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["model"].choices = _choices(catalogue.models(), "— pick a model —")
-        self.fields["gpu"].choices = [("", "— none —")] + [
-            (g.id, f"{g.name} ({g.memory_mib:,} MiB)") for g in catalogue.gpus().values()
-        ]
         self.inputs: SizingInputs | None = None
         self.run_without_model: Run | None = None  # a run whose measured prompts came without a model
 
@@ -270,12 +289,11 @@ class SizingForm(forms.Form):
         if command and command.model_path:
             path = command.model_path.rsplit("/", 1)[-1]
         weights, weights_source, quant, notes = self._weights(data, catalogue_id, command, flags_from)
-        gpu_mib, gpu_label = data.get("gpu_mib"), ""
-        if data.get("gpu"):
-            gpu = catalogue.gpus()[data["gpu"]]
-            gpu_mib, gpu_label = gpu.memory_mib, gpu.name
-        elif gpu_mib:
-            gpu_label = f"{gpu_mib:,} MiB GPU"
+        devices, gpu_sources, gpu_effective = parse_gpus(self.data)
+        gpu_mib = devices[0].total // MiB if devices else None
+        gpu_label = " + ".join(d.description for d in devices)
+        host, host_source = _host(data)
+        tensors, tensors_source, tensor_notes = self._tensors(data, catalogue_id, quant)
         workload, run = self._workload(data)
         if model is None:
             self.run_without_model = run
@@ -294,6 +312,7 @@ class SizingForm(forms.Form):
             "output_tokens": workload.output_tokens if workload else None,
             "concurrency": workload.concurrency if workload else data.get("concurrency"),
             "prefer": workload.preference if workload else data.get("prefer") or "throughput",
+            **gpu_effective,
         }
         return SizingInputs(
             model=model,
@@ -311,11 +330,51 @@ class SizingForm(forms.Form):
             quant_options=[
                 f for q in catalogue.quantizations(catalogue_id) if (f := catalogue.weights_for(catalogue_id, q))
             ],
-            weights_notes=notes,
+            weights_notes=notes + tensor_notes,
             flags_from=flags_from,
             effective={k: "" if v is None else v for k, v in effective.items()},
             run=run,
+            devices=devices,
+            gpu_sources=gpu_sources,
+            host=host,
+            host_bandwidth_source=host_source,
+            tensors=tensors,
+            tensors_source=tensors_source,
         )
+
+    def _tensors(
+        self, data: dict[str, Any], catalogue_id: str, quant: str
+    ) -> tuple[list[WeightTensor] | None, str, list[str]]:
+        """The weight tensors, for an exact placement: an uploaded head's table, or the catalogue's shapes
+        at the quantization. None (the weights' total spread over the layers) for a size typed in."""
+        if data.get("weights") is not None:
+            return None, "", []
+        if (data.get("source") or "catalogue") == "gguf":
+            head = self._head(data)
+            table = head.weight_tensors()
+            if table is not None:
+                return table, "the uploaded head's tensor table", []
+            if head.weights_bytes is None:
+                return None, "", []
+            return (
+                None,
+                "",
+                [
+                    "This GGUF head was stored without its tensor table (uploaded before kvlab kept it): the "
+                    "weights' total is spread evenly over the layers. Upload the file's head again for exact "
+                    "per-device weights."
+                ],
+            )
+        if not catalogue_id or not quant:
+            return None, "", []
+        entry = catalogue.models()[catalogue_id]
+        if "tied_embeddings" not in entry.tensor_layout:
+            return None, "", []
+        try:
+            table = placement_tensors.computed(entry.metadata, quant, imatrix=entry.imatrix, **entry.tensor_layout)
+        except (KeyError, ValueError, TypeError):
+            return None, "", []
+        return table, f"computed from the catalogue's tensor shapes at {quant}", []
 
     def _model(self, data: dict[str, Any]) -> tuple[ModelParams | None, str, str, str]:
         source = data.get("source") or "catalogue"
@@ -438,6 +497,96 @@ def measured_workload(run: Run) -> Workload | None:
     if not prompts:
         return None
     return Workload(at_rank(prompts, 95), at_rank(outputs, 95) if outputs else 0, run.concurrency or 1)
+
+
+def query_values(data: Any, name: str) -> list[str]:
+    """Every value of a repeated query parameter (a QueryDict), or the one value of a plain dict."""
+    if hasattr(data, "getlist"):
+        return [str(v) for v in data.getlist(name)]
+    value = data.get(name)
+    if value is None:
+        return []
+    return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+
+
+_WHOLE = re.compile(r"\d[\d,_]{0,15}")
+_DECIMAL = re.compile(r"\d{1,7}(\.\d{1,6})?")
+
+
+def _whole(text: str) -> int | None:
+    return int(text.replace(",", "").replace("_", "")) if _WHOLE.fullmatch(text) else None
+
+
+def _gbps(text: str, what: str) -> float:
+    value = float(text) if _DECIMAL.fullmatch(text) else -1.0
+    if not 0.1 <= value <= MAX_GBPS:
+        raise forms.ValidationError(f"{what}: the bandwidth must be a number of GB/s from 0.1 to {MAX_GBPS:,.0f}.")
+    return value
+
+
+def parse_gpus(data: Any) -> tuple[list[Device], list[str], dict[str, list[str]]]:
+    """The GPUs of the query string: the repeated parameters GPU_FIELDS, aligned by position. Each GPU is
+    a catalogue id (`gpu`) or a memory size (`gpu_mib`; the id wins when a row has both, as a single
+    `gpu`/`gpu_mib` link always did), with the MiB already in use (`gpu_used`) and a bandwidth in GB/s
+    (`gpu_gbps`; a catalogue GPU's published figure otherwise). Returns the devices, the source of each
+    one's bandwidth ("" when unknown), and the fields as the sizing used them (one list per parameter)."""
+    columns = {name: query_values(data, name) for name in GPU_FIELDS}
+    if any(len(values) > MAX_GPU_VALUES for values in columns.values()):
+        raise forms.ValidationError(f"At most {MAX_DEVICES} GPUs (llama.cpp's llama_max_devices).")
+    if any("\0" in v for values in columns.values() for v in values):
+        raise forms.ValidationError("A GPU field holds a NUL character (%00); remove it.")
+    n_rows = max((len(values) for values in columns.values()), default=0)
+    rows = [
+        [(columns[name][i] if i < len(columns[name]) else "").strip() for name in GPU_FIELDS] for i in range(n_rows)
+    ]
+    rows = [row for row in rows if any(row)]
+    if len(rows) > MAX_DEVICES:
+        raise forms.ValidationError(f"At most {MAX_DEVICES} GPUs (llama.cpp's llama_max_devices), not {len(rows)}.")
+    devices, sources = [], []
+    effective: dict[str, list[str]] = {name: [] for name in GPU_FIELDS}
+    for i, (gpu_id, mib_text, used_text, gbps_text) in enumerate(rows):
+        what = f"GPU {i + 1}"
+        bandwidth = _gbps(gbps_text, what) * 1e9 if gbps_text else None
+        source = "given" if gbps_text else ""
+        if gpu_id:
+            gpu = catalogue.gpus().get(gpu_id[:64])
+            if gpu is None:
+                raise forms.ValidationError(
+                    f"{what}: {gpu_id[:64]!r} is not a GPU of the catalogue; pick one or give its memory in MiB."
+                )
+            total_mib, description, mib_text = gpu.memory_mib, gpu.name, ""
+            if bandwidth is None and gpu.bandwidth is not None:
+                bandwidth, source = gpu.bandwidth, f"the catalogue: {gpu.bandwidth_source}"
+        elif mib_text:
+            total = _whole(mib_text)
+            if total is None or not 256 <= total <= MAX_GPU_MIB:
+                raise forms.ValidationError(
+                    f"{what}: its memory must be a whole number of MiB from 256 to {MAX_GPU_MIB:,}."
+                )
+            total_mib, description, mib_text = total, f"a GPU of {total:,} MiB", str(total)
+        else:
+            raise forms.ValidationError(f"{what}: pick a GPU from the catalogue or give its memory in MiB.")
+        used = _whole(used_text) if used_text else 0
+        if used is None or used >= total_mib:
+            raise forms.ValidationError(
+                f"{what}: the memory already in use must be whole MiB below its {total_mib:,} MiB."
+            )
+        devices.append(Device(f"CUDA{i}", description, total_mib * MiB, used * MiB, bandwidth))
+        sources.append(source)
+        for name, value in zip(GPU_FIELDS, (gpu_id, mib_text, str(used) if used else "", gbps_text), strict=True):
+            effective[name].append(value)
+    return devices, sources, effective
+
+
+def _host(data: dict[str, Any]) -> tuple[Host | None, str]:
+    """System RAM: its size (the fit's host memory) and bandwidth (the speed estimate), when given."""
+    ram_mib, gbps = data.get("ram_mib"), data.get("ram_gbps")
+    if ram_mib is None and gbps is None:
+        return None, f"default: {DEFAULT_HOST_BANDWIDTH_SOURCE}"
+    total = (ram_mib or 0) * MiB
+    return Host(
+        total, total, None if gbps is None else gbps * 1e9
+    ), "given" if gbps else f"default: {DEFAULT_HOST_BANDWIDTH_SOURCE}"
 
 
 class GgufUploadForm(forms.Form):

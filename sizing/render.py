@@ -9,13 +9,17 @@ from dataclasses import asdict
 from typing import Any
 
 from .cmdline import ArgNote, to_command
-from .kv import FORMULA_VERSION
+from .kv import FORMULA_VERSION, ServerFlags
 from .memory import COMPUTE_FORMULA
 from .recommend import RANKING
 from .report import RecordCheck, Sizing
 from .weights import WeightsFigure
 
-VIEW_VERSION = 1  # the shape of page_view's dict, as stored in snapshots
+# The shape of page_view's dict, as stored in snapshots. 2 adds "server" (what llama-server will do on
+# the given GPUs); a version-1 view has none, and the partial shows it without that section.
+VIEW_VERSION = 2
+LOG_NOTE = "llama-server prints these with -lv 4; WRN/ERR by default"
+OUTSIDE_LABEL = "outside llama.cpp's count (estimate)"
 
 MiB = 1024 * 1024
 
@@ -32,7 +36,7 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
-def text_report(s: Sizing) -> str:
+def text_report(s: Sizing, *, measured: dict[str, Any] | None = None) -> str:
     m, layout, plan = s.model, s.layout, s.plan
     lines = [
         f"model: {m.name} ({m.arch}, {m.n_layer} layers, trained context {m.n_ctx_train:,})",
@@ -92,6 +96,9 @@ def text_report(s: Sizing) -> str:
         label = "recommendation" if r.checked else "KV-only candidate"
         lines.append(f"{label} {i} (score {r.score}): {' '.join(r.command)}")
         lines.extend(f"    {flag}: {why}" for flag, why in r.reasons)
+    server = server_view(s, measured=measured)
+    if server is not None:
+        lines.extend(server_text(server))
     return "\n".join(lines) + "\n"
 
 
@@ -106,6 +113,11 @@ def page_view(
     quant_options: Sequence[WeightsFigure] = (),
     weights_notes: Sequence[str] = (),
     record: RecordCheck | None = None,
+    model_path: str = "MODEL.gguf",
+    gpu_sources: Sequence[str] = (),
+    host_bandwidth_source: str = "",
+    tensors_source: str = "",
+    measured: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything the sizing's result shows, as JSON-ready values: rendered live by the page
     and stored by a snapshot, so that both go through the one template partial."""
@@ -193,4 +205,279 @@ def page_view(
         "ranking": RANKING,
         "estimate_formula": COMPUTE_FORMULA,
         "formula_version": FORMULA_VERSION,
+        "server": server_view(
+            s,
+            model_path=model_path,
+            gpu_sources=gpu_sources,
+            host_bandwidth_source=host_bandwidth_source,
+            tensors_source=tensors_source,
+            measured=measured,
+            n_gpus=len(gpu_sources) if gpu_sources else None,
+        ),
     }
+
+
+# ---- what llama-server will do on the given GPUs (Sizing.server) ---------------------------------
+
+
+def _ts(split: Sequence[float]) -> str:
+    return ",".join(f"{v:g}" for v in split)
+
+
+def _ngl(n: int | None) -> str:
+    return "auto" if n is None else "all" if n == -2 else str(n)
+
+
+def typed_vs_effective(typed: ServerFlags | None, effective: ServerFlags) -> list[str]:
+    """Where the server will run with other flags than the ones typed, one sentence each."""
+    if typed is None:
+        return []
+    out = []
+    if typed.ctx_size != effective.ctx_size:
+        what = "no -c" if typed.ctx_size is None else f"-c {typed.ctx_size:,}"
+        out.append(f"You typed {what}; llama-server will run with -c {effective.ctx_size or 0:,}")
+    if typed.n_gpu_layers != effective.n_gpu_layers:
+        what = "no -ngl" if typed.n_gpu_layers is None else f"-ngl {_ngl(typed.n_gpu_layers)}"
+        out.append(f"You typed {what}; llama-server will run with -ngl {_ngl(effective.n_gpu_layers)}")
+    if tuple(typed.tensor_split) != tuple(effective.tensor_split):
+        what = "no -ts" if not typed.tensor_split else f"-ts {_ts(typed.tensor_split)}"
+        out.append(f"You typed {what}; llama-server will split the layers with -ts {_ts(effective.tensor_split)}")
+    added = [o for o in effective.overrides if o not in typed.overrides]
+    if added:
+        ots = ", ".join(f"-ot {pattern}={buft}" for pattern, buft in added)
+        out.append(f"llama-server will add {ots} to what you typed")
+    return out
+
+
+MAX_OVERRIDES_SHOWN = 20
+
+
+def overrides_in_words(overrides: Sequence[tuple[str, str]]) -> list[str]:
+    """The effective tensor overrides (-ot, --cpu-moe, --n-cpu-moe and the fit's), each in words."""
+    out = []
+    for pattern, buft in overrides[:MAX_OVERRIDES_SHOWN]:
+        place = "system RAM" if buft == "CPU" else buft
+        what = "MoE experts" if "exps" in pattern else "tensors"
+        out.append(f"{what} matching {pattern} in {place} (-ot {pattern}={buft})")
+    if len(overrides) > MAX_OVERRIDES_SHOWN:
+        out.append(f"and {len(overrides) - MAX_OVERRIDES_SHOWN:,} more overrides")
+    return out
+
+
+def _status_text(status: str, changes: Sequence[str], loads: bool | None, error: str) -> str:
+    if error:
+        return "llama-server cannot load this configuration."
+    if status == "success":
+        return (
+            "llama-server's --fit (on by default) changes the command:"
+            if changes
+            else ("llama-server's --fit leaves the command as it is: it fits with each GPU's --fit target free.")
+        )
+    if status == "off":
+        return "--fit off: llama-server uses the parameters exactly as given."
+    if status in ("failure", "error"):
+        return "llama-server's --fit fails; the server then loads with the flags as they stand."
+    return "kvlab cannot replay --fit here."
+
+
+def server_view(
+    s: Sizing,
+    *,
+    model_path: str = "MODEL.gguf",
+    gpu_sources: Sequence[str] = (),
+    host_bandwidth_source: str = "",
+    tensors_source: str = "",
+    measured: dict[str, Any] | None = None,
+    n_gpus: int | None = None,
+) -> dict[str, Any] | None:
+    """What llama-server will do on the GPUs: the fit, the effective command, memory per device (llama.cpp's
+    count, then what lies outside it), the decode speed estimate and the fit's log. None without GPUs."""
+    plan = s.server
+    if plan is None:
+        return None
+    fit = plan.fit
+    log = [list(line) for line in plan.pre_fit_log + fit.log]
+    rows = []
+    for i, r in enumerate(plan.rows):
+        outside = r.outside
+        items = [] if outside is None else outside.items
+        used_before = None if r.is_host or r.total is None or r.free is None else r.total - r.free
+        smi_low = smi_high = None
+        if not r.is_host and used_before is not None:
+            smi_low = used_before + r.usage.total + (outside.vram_bytes if outside else 0)
+            smi_high = used_before + r.usage.total + (outside.vram_bytes_max if outside else 0)
+        bandwidth = None
+        if plan.speed is not None:
+            bandwidth = plan.speed.inputs.get("bandwidth", {}).get("CPU" if r.is_host else r.name)
+        source = ""
+        if r.is_host:
+            source = host_bandwidth_source
+        elif i < len(gpu_sources):
+            source = gpu_sources[i]
+        rows.append(
+            {
+                "name": r.name,
+                "description": r.description,
+                "is_host": r.is_host,
+                "total": r.total,
+                "free": r.free,
+                "used_before": used_before,
+                "model": r.usage.model,
+                "context": r.usage.context,
+                "compute": r.usage.compute,
+                "counted": r.usage.total,
+                "free_after": r.free_after,
+                "fit_target": r.margin,
+                "fits": r.fits,
+                "outside": [
+                    {
+                        "name": item.name,
+                        "bytes": item.bytes,
+                        "in_vram": item.in_vram,
+                        "upper_bound": item.upper_bound,
+                        "exact": item.exact,
+                        "source": item.source,
+                    }
+                    for item in items
+                    if item.bytes != 0
+                ],
+                "outside_unknown": [item.name for item in items if item.bytes is None],
+                "smi_low": smi_low,
+                "smi_high": smi_high,
+                "bandwidth_gbps": None if bandwidth is None else round(bandwidth / 1e9, 1),
+                "bandwidth_source": source,
+            }
+        )
+    speed = plan.speed
+    speed_view = None
+    bandwidths = []
+    for r in rows:
+        place = "system RAM" if r["is_host"] else str(r["name"])
+        if r["bandwidth_gbps"] is not None:
+            source = f" ({r['bandwidth_source']})" if r["bandwidth_source"] else ""
+            bandwidths.append(f"{place} {r['bandwidth_gbps']:,g} GB/s{source}")
+        elif not r["is_host"]:
+            bandwidths.append(f"{place} unknown")
+    if speed is not None:
+        speed_view = {
+            "tok_s": None if speed.tok_s is None else round(speed.tok_s, 2),
+            "aggregate_tok_s": None if speed.aggregate_tok_s is None else round(speed.aggregate_tok_s, 2),
+            "sequences": speed.sequences,
+            "label": speed.label,
+            "unknown": list(speed.unknown),
+            "context_cells": speed.inputs.get("context_cells"),
+            "bandwidths": bandwidths,
+            "parts": [
+                {"name": p.name, "bytes": p.bytes, "ms": round(p.seconds * 1000, 3), "bound": p.bound}
+                for p in speed.parts
+            ],
+        }
+    return {
+        "status": fit.status,
+        "status_text": _status_text(fit.status, fit.changes, plan.loads, plan.error),
+        "message": fit.message,
+        "changes": list(fit.changes),
+        "failed": fit.status in ("failure", "error"),
+        "printed": [line for line in log if line[0] in ("WRN", "ERR")],
+        "typed_vs_effective": typed_vs_effective(s.typed_flags, plan.flags),
+        "command": " ".join(to_command(plan.flags, model_path)),
+        "context": {
+            "n_ctx": plan.context.n_ctx,
+            "n_ctx_seq": plan.context.n_ctx_seq,
+            "n_ctx_slot": plan.context.n_ctx_slot,
+            "n_parallel": plan.params.n_seq_max,
+            "kv_unified": plan.params.kv_unified,
+        },
+        "overrides": overrides_in_words(plan.params.overrides),
+        "error": plan.error,
+        "loads": plan.loads,
+        "weights_note": plan.weights_note,
+        "tensors_source": tensors_source,
+        "devices": rows,
+        "n_gpus": n_gpus if n_gpus is not None else sum(1 for r in rows if not r["is_host"]),
+        "speed": speed_view,
+        "measured": measured,
+        "log": log,
+        "log_note": LOG_NOTE,
+        "outside_label": OUTSIDE_LABEL,
+    }
+
+
+def _m(n: int | None) -> str:
+    return "not given" if n is None else mib(n)
+
+
+def server_text(view: dict[str, Any]) -> list[str]:
+    """The server section of the plain-text report, from server_view's dict."""
+    lines = ["", "WHAT LLAMA-SERVER WILL DO", view["status_text"]]
+    lines.extend(f"  - {change}" for change in view["changes"])
+    for line in view["typed_vs_effective"]:
+        lines.append(f"NOTE: {line}")
+    if view["failed"] and view["printed"]:
+        lines.append("llama-server prints:")
+        lines.extend(f"  {level} {text}" for level, text in view["printed"])
+    if view["error"]:
+        lines.append(f"CANNOT LOAD: {view['error']}")
+    lines.append(f"effective command: {view['command']}")
+    c = view["context"]
+    lines.append(
+        f"effective context: n_ctx {c['n_ctx']:,}, {c['n_ctx_seq']:,} cells per sequence, "
+        f"{c['n_ctx_slot']:,} per slot, {_n(c['n_parallel'], 'slot')}"
+    )
+    lines.extend(f"override: {line}" for line in view["overrides"])
+    if view["weights_note"]:
+        lines.append(f"note: {view['weights_note']}")
+    if view["devices"]:
+        lines.append(
+            "memory as llama.cpp counts it (weights / KV / compute = total; free before → after; --fit target):"
+        )
+    for r in view["devices"]:
+        where = f"{r['name']} ({r['description']})"
+        lines.append(
+            f"  {where}: {mib(r['model'])} / {mib(r['context'])} / {mib(r['compute'])} = {mib(r['counted'])}; "
+            f"free {_m(r['free'])} → {_m(r['free_after'])}"
+            + ("" if r["is_host"] else f"; target {mib(r['fit_target'])}")
+        )
+    for r in view["devices"]:
+        if r["is_host"] or not r["outside"]:
+            continue
+        lines.append(f"  {r['name']} {view['outside_label']}:")
+        for item in r["outside"]:
+            size = (
+                "unknown" if item["bytes"] is None else ("up to " if item["upper_bound"] else "") + mib(item["bytes"])
+            )
+            place = "VRAM" if item["in_vram"] else "system RAM"
+            lines.append(f"    {item['name']}: {size} in {place} ({item['source']})")
+        if r["smi_low"] is not None:
+            shown = mib(r["smi_low"]) if r["smi_low"] == r["smi_high"] else f"{mib(r['smi_low'])}–{mib(r['smi_high'])}"
+            unknown = f" + {', '.join(r['outside_unknown'])} (unknown)" if r["outside_unknown"] else ""
+            lines.append(f"    as nvidia-smi would show: {shown}{unknown} of {_m(r['total'])}")
+    speed = view["speed"]
+    if speed is not None:
+        if speed["tok_s"] is None:
+            lines.append(f"decode speed: {speed['label']}")
+        else:
+            lines.append(
+                f"decode speed (estimate): {speed['tok_s']:,.2f} tok/s per request, {speed['aggregate_tok_s']:,.2f} "
+                f"with {speed['sequences']} decoding at once — {speed['label']}"
+            )
+            lines.extend(
+                f"    {p['name']}: {mib(p['bytes'])} per step, {p['ms']:,.3f} ms ({p['bound']})" for p in speed["parts"]
+            )
+        lines.append(f"  bandwidths: {'; '.join(speed['bandwidths'])}")
+    measured = view.get("measured")
+    if measured and measured.get("runs"):
+        for run in measured["runs"]:
+            lines.append(
+                f"  measured: {run['label']} {run['measured']:,.2f} tok/s (kvlab's estimate for its flags "
+                f"{run['estimate']:,.2f}, ratio {run['ratio']:.2f})"
+            )
+        if measured.get("ratio") is not None:
+            lines.append(
+                f"  calibrated: {measured['calibrated_tok_s']:,.2f} tok/s (the estimate × {measured['ratio']:.2f}, "
+                f"{_n(measured['n'], 'run')} with the KV {measured['placement']})"
+            )
+    if view["log"]:
+        lines.append(f"the fit's log ({view['log_note']}):")
+        lines.extend(f"  {level} {text}" for level, text in view["log"])
+    return lines

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.db.models import F, Q
+from django.db.models import F, Q, Subquery
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -24,15 +24,26 @@ from kvlab.uploads import SizeLimitUploadHandler
 
 from . import catalogue
 from .cmdline import quant_in_file_name, to_command
-from .forms import GgufUploadForm, SizingForm, SizingInputs, flags_from_run
+from .forms import (
+    GPU_FIELDS,
+    MAX_GPU_VALUES,
+    GgufUploadForm,
+    SizingForm,
+    SizingInputs,
+    flags_from_run,
+    query_values,
+)
 from .gguf import GGUFError, read_gguf_head
 from .hparams import ModelSpecError, model_params
 from .kv import FORMULA_VERSION, ServerFlags, flags_key
 from .memory import COMPUTE_FORMULA
 from .models import GgufHead, SizingSnapshot
+from .placement.speed import calibrate
+from .placement.types import MAX_DEVICES
 from .recommend import RANKING
 from .render import page_view, text_report
-from .report import Sizing, as_json, check_record
+from .report import Sizing, as_json, check_record, size
+from .workload import Workload
 
 MAX_STORED_METADATA = 1 << 20  # bytes of JSON: what sizing reads of a head is far less
 
@@ -48,18 +59,86 @@ def catalogue_id_for(model_name: str) -> str:
     return max(matches, key=len) if matches else ""
 
 
-def _history(inputs: object) -> list[Run]:
-    """Measured runs of the same model and GPU, to show beside the prediction."""
-    catalogue_id = getattr(inputs, "catalogue_id", "")
-    if not catalogue_id:
+HISTORY_SCAN = 10_000  # the latest runs searched for the same model and GPU: the page's cost stays bounded
+HISTORY_SHOWN = 10
+
+
+def _history(inputs: SizingInputs) -> list[Run]:
+    """Measured runs of the same model (and GPU, when one is given), to show beside the prediction: of the
+    latest HISTORY_SCAN runs, whatever the history's size."""
+    catalogue_id = inputs.catalogue_id
+    if not catalogue_id or len(inputs.devices) > 1:  # a run records one GPU
         return []
-    runs = Run.objects.order_by(F("started_at").desc(nulls_last=True), "-id")
-    gpu_mib = getattr(inputs, "gpu_mib", None)
-    if gpu_mib:
-        runs = runs.filter(Q(vram_total_mib=gpu_mib) | Q(vram_total_mib__isnull=True))
+    latest = Run.objects.order_by(F("started_at").desc(nulls_last=True), "-id").values("pk")[:HISTORY_SCAN]
+    runs = Run.objects.filter(pk__in=Subquery(latest)).order_by(F("started_at").desc(nulls_last=True), "-id")
+    if inputs.gpu_mib:
+        runs = runs.filter(Q(vram_total_mib=inputs.gpu_mib) | Q(vram_total_mib__isnull=True))
     first_word = catalogue_id.split("-")[0]
     candidates = runs.filter(model__icontains=first_word)[:200]
-    return [r for r in candidates if catalogue_id_for(r.model) == catalogue_id][:10]
+    return [r for r in candidates if catalogue_id_for(r.model) == catalogue_id][:HISTORY_SHOWN]
+
+
+def _kv_place(flags: ServerFlags) -> str:
+    return "on the GPU" if flags.kv_offload else "in system RAM"
+
+
+def measured_speed(inputs: SizingInputs, result: Sizing, history: list[Run]) -> dict[str, object] | None:
+    """The measured decode tok/s of the history's runs of this model and GPU beside kvlab's estimate for each
+    run's own flags and workload (speed.calibrate: measured / estimate), and the estimate calibrated by the
+    median ratio of the runs that kept the KV where this configuration does."""
+    server = result.server
+    if server is None or server.speed is None or server.speed.tok_s is None or len(inputs.devices) != 1:
+        return None
+    rows = []
+    for run in history:
+        if not run.tok_s_mean or (inputs.quant and quant_in_file_name(run.model) not in ("", inputs.quant)):
+            continue
+        flags = flags_from_run(run)
+        workload = Workload(run.prompt_tokens_max or 1, max(0, run.n_predict_max or 0), run.concurrency or 1)
+        try:
+            theirs = size(
+                inputs.model,
+                flags,
+                workload=workload,
+                weights_bytes=inputs.weights_bytes,
+                devices=inputs.devices,
+                host=inputs.host,
+                tensors=inputs.tensors,
+                with_recommendations=False,
+            )
+        except (ValueError, ArithmeticError):
+            continue
+        speed = theirs.server.speed if theirs.server else None
+        if speed is None or speed.tok_s is None:
+            continue
+        ratio = calibrate(speed.tok_s, [run.tok_s_mean])
+        if ratio is None:
+            continue
+        rows.append(
+            {
+                "pk": run.pk,
+                "label": run.label or run.key,
+                "key": run.key,
+                "measured": round(run.tok_s_mean, 2),
+                "estimate": round(speed.tok_s, 2),
+                "ratio": round(ratio, 3),
+                "kv": _kv_place(flags),
+            }
+        )
+    if not rows:
+        return None
+    place = _kv_place(result.flags)
+    alike = [r["ratio"] for r in rows if r["kv"] == place]
+    ratio = statistics.median(alike) if alike else None
+    calibrated = server.speed.calibrated(ratio, len(alike)) if ratio else None
+    return {
+        "runs": rows,
+        "placement": place,
+        "ratio": ratio,
+        "n": len(alike),
+        "calibrated_tok_s": None if calibrated is None or calibrated.tok_s is None else round(calibrated.tok_s, 2),
+        "label": "" if calibrated is None else calibrated.label,
+    }
 
 
 @require_GET
@@ -71,14 +150,16 @@ def size_page(request: HtmxHttpRequest) -> HttpResponse:
         if form.is_valid() and form.inputs is not None:
             inputs = form.inputs
             result = inputs.size()
+            history = _history(inputs)
             context.update(
                 # The form as the result used it, defaults included: "Size it" again changes nothing.
                 form=SizingForm(initial=inputs.effective),
+                gpu_rows=gpu_rows(inputs.effective, add="add_gpu" in request.GET),
                 inputs=inputs,
                 result=result,
-                view=_view(inputs, result),
+                view=_view(inputs, result, measured_speed(inputs, result, history)),
                 effective=inputs.effective,
-                history=_history(inputs),
+                history=history,
                 calibration=calibration(inputs.model.name, inputs.flags, result.plan.compute_estimate),
                 verify_url=_verify_url(result),
                 query=request.GET.urlencode(),
@@ -92,7 +173,22 @@ def size_page(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-def _view(inputs: SizingInputs, result: Sizing) -> dict[str, object]:
+def gpu_rows(values: object, *, add: bool = False) -> list[dict[str, str]]:
+    """The form's GPU rows (GPU_FIELDS aligned by position) from the effective inputs or the query string;
+    at least one, and one blank row more when "add a GPU" was pressed without JavaScript."""
+    columns = {name: [v[:64] for v in query_values(values, name)][:MAX_GPU_VALUES] for name in GPU_FIELDS}
+    n = max((len(c) for c in columns.values()), default=0)
+    rows = [{name: (columns[name][i] if i < len(columns[name]) else "") for name in GPU_FIELDS} for i in range(n)]
+    if not rows or (add and len(rows) < MAX_DEVICES):
+        rows.append(dict.fromkeys(GPU_FIELDS, ""))
+    gpus = catalogue.gpus()
+    for row in rows:
+        known = gpus.get(row["gpu"])
+        row["gbps_placeholder"] = f"{known.bandwidth_gbps:g}" if known and known.bandwidth_gbps else "unknown"
+    return rows
+
+
+def _view(inputs: SizingInputs, result: Sizing, measured: dict[str, object] | None = None) -> dict[str, object]:
     record = None
     run = inputs.run
     if run is not None and flags_key(flags_from_run(run)) == flags_key(inputs.flags):
@@ -110,6 +206,11 @@ def _view(inputs: SizingInputs, result: Sizing) -> dict[str, object]:
         quant_options=inputs.quant_options if result.plan.weights_bytes is None else (),
         weights_notes=inputs.weights_notes,
         record=record,
+        model_path=inputs.model_path,
+        gpu_sources=inputs.gpu_sources,
+        host_bandwidth_source=inputs.host_bandwidth_source,
+        tensors_source=inputs.tensors_source,
+        measured=measured,
     )
 
 
@@ -123,7 +224,9 @@ def _quant_links(inputs: SizingInputs) -> list[tuple[str, str]]:
         return []
     params = QueryDict(mutable=True)
     for name, value in inputs.effective.items():
-        if value is True:
+        if isinstance(value, list):
+            params.setlist(name, [str(v) for v in value])
+        elif value is True:
             params[name] = "on"
         elif value not in (False, "", None) and name not in ("weights", "command_synced"):
             params[name] = str(getattr(value, "pk", value))
@@ -178,6 +281,7 @@ def upload_gguf_checked(request: HtmxHttpRequest) -> HttpResponse:
         metadata=metadata,
         weights_bytes=head.weights_bytes,
         n_tensors=len(head.tensors),
+        tensors=GgufHead.table_of(head.tensors) if head.complete else None,
         uploaded_by=request.user,
     )
     return redirect(f"{reverse('sizing')}?{_with_head(request.POST.get('query', ''), stored.token)}")
@@ -224,6 +328,9 @@ def _verify_url(result: Sizing) -> str:
 def _page_context(form: SizingForm) -> dict[str, object]:
     return {
         "form": form,
+        # What was typed, when the form is invalid (the valid page shows the effective inputs instead).
+        "gpu_rows": gpu_rows(form.data if form.is_bound else {}, add="add_gpu" in form.data),
+        "gpu_choices": [(g.id, f"{g.name} ({g.memory_mib:,} MiB)") for g in catalogue.gpus().values()],
         "ranking": RANKING,
         "estimate_formula": COMPUTE_FORMULA,
         "formula_version": FORMULA_VERSION,
@@ -247,13 +354,14 @@ def share(request: HtmxHttpRequest) -> HttpResponse:
         return render(request, "sizing/size.html", _page_context(form), status=400)
     inputs = form.inputs
     result = inputs.size()
+    measured = measured_speed(inputs, result, _history(inputs))
     title = inputs.model_label + (f" on {inputs.gpu_label}" if inputs.gpu_label else "")
     snapshot = SizingSnapshot.objects.create(
         inputs=dict(QueryDict(query).lists()),
         title=title[:300],
         result=as_json(result),
-        report_text=text_report(result),
-        view=_view(inputs, result),
+        report_text=text_report(result, measured=measured),
+        view=_view(inputs, result, measured),
         formula_version=FORMULA_VERSION,
         created_by=request.user,
     )

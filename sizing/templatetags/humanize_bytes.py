@@ -11,3 +11,11 @@ def exact_bytes(value: int | None) -> str:
     sign = "-" if value < 0 else ""
     value = abs(value)
     return f"{sign}{value:,} B ({sign}{value / 1048576:,.2f} MiB)"
+
+
+@register.filter
+def mib(value: int | None) -> str:
+    """13,302.25 MiB: bytes as MiB for a table cell ("—" when unknown)."""
+    if value is None:
+        return "—"
+    return f"{value / 1048576:,.2f} MiB"
