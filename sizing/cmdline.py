@@ -481,8 +481,7 @@ def to_command(flags: ServerFlags, model_path: str = "MODEL.gguf") -> list[str]:
         args += ["-ts", ",".join(f"{v:g}" for v in flags.tensor_split)]
     if flags.main_gpu:
         args += ["-mg", str(flags.main_gpu)]
-    if flags.overrides:
-        args += ["-ot", ",".join(f"{pattern}={buft}" for pattern, buft in flags.overrides)]
+    args += override_args(flags.overrides)
     if not flags.fit:
         args += ["-fit", "off"]
     if flags.fit_target_mib:
@@ -499,3 +498,31 @@ def to_command(flags: ServerFlags, model_path: str = "MODEL.gguf") -> list[str]:
     if flags.n_batch != 2048:
         args += ["-b", str(flags.n_batch)]
     return args
+
+
+def override_args(overrides: tuple[tuple[str, str], ...]) -> list[str]:
+    """Tensor overrides as the flags that make them, in order: `--n-cpu-moe N` for a run of
+    the experts of layers 0..N-1, `--cpu-moe` for all experts, `-ot` for the rest."""
+    args: list[str] = []
+    pending: list[str] = []
+    i = 0
+    while i < len(overrides):
+        n = 0
+        while i + n < len(overrides) and overrides[i + n] == ot.n_cpu_moe(n + 1)[n]:
+            n += 1
+        if n:
+            args += _flush(pending) + ["--n-cpu-moe", str(n)]
+            i += n
+        elif overrides[i] == ot.cpu_moe()[0]:
+            args += _flush(pending) + ["--cpu-moe"]
+            i += 1
+        else:
+            pending.append("=".join(overrides[i]))
+            i += 1
+    return args + _flush(pending)
+
+
+def _flush(pending: list[str]) -> list[str]:
+    out = ["-ot", ",".join(pending)] if pending else []
+    pending.clear()
+    return out

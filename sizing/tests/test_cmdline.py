@@ -64,3 +64,63 @@ def test_a_command_round_trips_through_to_command():
     flags = ServerFlags(ctx_size=12288, parallel=1, type_k="q8_0", type_v="q8_0", flash_attn="on", kv_offload=False)
     assert parse_command(" ".join(to_command(flags))).flags == flags
     assert to_command(ServerFlags(ctx_size=16384)) == ["llama-server", "-m", "MODEL.gguf", "-c", "16384"]
+
+
+# Issue 14: the placement flags, read in order as llama-server reads them, and written back.
+PLACEMENT = [
+    "llama-server -m m.gguf -c 0 -fitc 8192 -ngl all -ts 3,1 -mg 1 -fitt 2048,512 --kv-unified-per-slot 8192",
+    "llama-server -m m.gguf --n-cpu-moe 3 -ot a=CPU --cpu-moe -ot b=CUDA0,c=CPU -fit off",
+    'llama-server -m m.gguf -ot "blk\\.1\\.ffn_(up|down|gate|gate_up)_(ch|)exps=CPU" -sm none',
+    "llama-server -m m.gguf -c 0 --n-cpu-ffn 2",
+]
+
+
+@pytest.mark.parametrize("command", PLACEMENT)
+def test_placement_flags_round_trip_through_a_shell_quoted_command(command: str) -> None:
+    import shlex
+
+    from sizing.cmdline import to_command
+
+    parsed = parse_command(command)
+    assert parsed.errors == [] and parsed.notes == []
+    again = parse_command(shlex.join(to_command(parsed.flags, "m.gguf")))
+    assert again.errors == [] and again.flags == parsed.flags
+
+
+def test_c_0_asks_for_the_full_context_unless_fitc_comes_after_it() -> None:
+    from sizing.placement.types import UINT32_MAX
+
+    assert parse_command("llama-server -fitc 8192 -c 0").flags.fit_ctx == UINT32_MAX
+    assert parse_command("llama-server -c 0 -fitc 8192").flags.fit_ctx == 8192
+    assert parse_command("llama-server").flags.fit_ctx == 4096
+
+
+def test_n_cpu_moe_expands_to_llama_servers_patterns_in_order() -> None:
+    flags = parse_command("llama-server --n-cpu-moe 2 --cpu-moe").flags
+    assert flags.overrides == (
+        (r"blk\.0\.ffn_(up|down|gate|gate_up)_(ch|)exps", "CPU"),
+        (r"blk\.1\.ffn_(up|down|gate|gate_up)_(ch|)exps", "CPU"),
+        (r"\.ffn_(up|down|gate|gate_up)_(ch|)exps", "CPU"),
+    )
+
+
+@pytest.mark.parametrize(
+    "command, error",
+    [
+        ("llama-server -sm diagonal", "-sm diagonal: must be one of none, layer, row, tensor"),
+        ("llama-server -ts 1,x", "-ts 1,x: not a number"),
+        ("llama-server -ts " + ",".join(["1"] * 17), "at most 16 values"),
+        ("llama-server -ot nope", "expected PATTERN=BUFFER_TYPE"),
+        ("llama-server -ot x=GPU0", "unknown buffer type 'GPU0'"),
+        ("llama-server -ot (?P<a>x)=CPU", "reads differently"),
+        ("llama-server --n-cpu-moe 100000", "--n-cpu-moe 100000: must be 0 to 1,000"),
+        ("llama-server -fitt " + ",".join(["1"] * 16), "one to 15 values"),
+        ("llama-server -fitc 99999999999", "-fitc 99999999999: must be 0 to 4,294,967,295"),
+        ("llama-server -mg 16", "-mg 16: must be -1 to 15"),
+        ("llama-server -fit maybe", "unknown value for --fit: 'maybe'"),
+        ("llama-server -ngl -3", "-ngl -3: must be -1 (auto), -2 (all) or 0 to 100,000"),
+    ],
+)
+def test_bad_placement_flags_say_what_is_wrong(command: str, error: str) -> None:
+    errors = parse_command(command).errors
+    assert any(error in e for e in errors), errors
