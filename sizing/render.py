@@ -351,12 +351,12 @@ def server_view(
     speed = plan.speed
     speed_view = None
     bandwidths = []
-    for r in rows:
-        place = "system RAM" if r["is_host"] else str(r["name"])
-        if r["bandwidth_gbps"] is not None:
-            source = f" ({r['bandwidth_source']})" if r["bandwidth_source"] else ""
-            bandwidths.append(f"{place} {r['bandwidth_gbps']:,g} GB/s{source}")
-        elif not r["is_host"]:
+    for row in rows:
+        place = "system RAM" if row["is_host"] else str(row["name"])
+        if row["bandwidth_gbps"] is not None:
+            source = f" ({row['bandwidth_source']})" if row["bandwidth_source"] else ""
+            bandwidths.append(f"{place} {row['bandwidth_gbps']:,g} GB/s{source}")
+        elif not row["is_host"]:
             bandwidths.append(f"{place} unknown")
     if speed is not None:
         speed_view = {
