@@ -128,6 +128,7 @@ class SizingInputs:
     host_bandwidth_source: str = ""
     tensors: list[WeightTensor] | None = None  # the weight tensors, when known exactly
     tensors_source: str = ""  # where the tensor table comes from ("" when the weights are spread)
+    tensor_notes: list[str] = field(default_factory=list)  # why the tensors are not known exactly
 
     @property
     def refusals(self) -> list[ArgNote]:
@@ -330,7 +331,8 @@ class SizingForm(forms.Form):
             quant_options=[
                 f for q in catalogue.quantizations(catalogue_id) if (f := catalogue.weights_for(catalogue_id, q))
             ],
-            weights_notes=notes + tensor_notes,
+            weights_notes=notes,
+            tensor_notes=tensor_notes,
             flags_from=flags_from,
             effective={k: "" if v is None else v for k, v in effective.items()},
             run=run,

@@ -117,6 +117,7 @@ def page_view(
     gpu_sources: Sequence[str] = (),
     host_bandwidth_source: str = "",
     tensors_source: str = "",
+    tensor_notes: Sequence[str] = (),
     measured: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Everything the sizing's result shows, as JSON-ready values: rendered live by the page
@@ -211,6 +212,7 @@ def page_view(
             gpu_sources=gpu_sources,
             host_bandwidth_source=host_bandwidth_source,
             tensors_source=tensors_source,
+            tensor_notes=tensor_notes,
             measured=measured,
             n_gpus=len(gpu_sources) if gpu_sources else None,
         ),
@@ -287,6 +289,7 @@ def server_view(
     gpu_sources: Sequence[str] = (),
     host_bandwidth_source: str = "",
     tensors_source: str = "",
+    tensor_notes: Sequence[str] = (),
     measured: dict[str, Any] | None = None,
     n_gpus: int | None = None,
 ) -> dict[str, Any] | None:
@@ -393,6 +396,7 @@ def server_view(
         "loads": plan.loads,
         "weights_note": plan.weights_note,
         "tensors_source": tensors_source,
+        "tensor_notes": list(tensor_notes),
         "devices": rows,
         "n_gpus": n_gpus if n_gpus is not None else sum(1 for r in rows if not r["is_host"]),
         "speed": speed_view,
@@ -427,6 +431,7 @@ def server_text(view: dict[str, Any]) -> list[str]:
     lines.extend(f"override: {line}" for line in view["overrides"])
     if view["weights_note"]:
         lines.append(f"note: {view['weights_note']}")
+    lines.extend(f"note: {note}" for note in view.get("tensor_notes", ()))
     if view["devices"]:
         lines.append(
             "memory as llama.cpp counts it (weights / KV / compute = total; free before → after; --fit target):"

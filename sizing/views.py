@@ -210,6 +210,7 @@ def _view(inputs: SizingInputs, result: Sizing, measured: dict[str, object] | No
         gpu_sources=inputs.gpu_sources,
         host_bandwidth_source=inputs.host_bandwidth_source,
         tensors_source=inputs.tensors_source,
+        tensor_notes=inputs.tensor_notes,
         measured=measured,
     )
 
