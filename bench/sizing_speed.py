@@ -9,6 +9,12 @@ What is measured
   ranked), ``--repeats`` times each (default 20) after
   one warm-up. The largest model (by its Q4_K_M weights) and the slowest are reported; the
   aim is under 100 ms for the largest.
+* The --fit replay: for every catalogue model whose tensor table kvlab computes (Q4_K_M, or its
+  first quantization), ``sizing.placement.server.plan_server`` — the server's pre-fit, the fit
+  step by step over kvlab's measurement, the breakdown per device, the overhead and the speed —
+  on one 16 GB GPU, two 24 GB GPUs and one 80 GB GPU, with ``-c`` unset (the context step) and
+  with ``-c 32768 -np 1`` (the layer and expert steps), ``--repeats`` times each. The slowest is
+  reported against an aim of 300 ms, with the number of measurements the fit made.
 * GGUF head: a GGUF of ``--tensors`` tensors (default 10,000, llama-style names, 2-D f16,
   a ``--vocab`` of 32,000 tokens in the metadata; the data region is a sparse hole) written once
   with ``gguf.GGUFWriter``, then read alternately, ``--head-repeats`` times each (default 5), by
@@ -37,12 +43,18 @@ from sizing.catalogue import models, weights_for
 from sizing.gguf import read_gguf_head
 from sizing.hparams import ModelParams, model_params
 from sizing.kv import ServerFlags
+from sizing.placement import tensors as placement_tensors
+from sizing.placement.server import plan_server
+from sizing.placement.types import Device, Host, MiB
 from sizing.report import size
 from sizing.tiny_gguf import close_sparse
 from sizing.workload import Workload
 
 SIZING_AIM_MS = 100.0
 HEAD_AIM_MS = 200.0
+FIT_AIM_MS = 300.0
+FIT_GPUS = {"1 x 16 GB": [16311], "2 x 24 GB": [24564, 24564], "1 x 80 GB": [81559]}
+FIT_FLAGS = {"-c unset": ServerFlags(), "-c 32768 -np 1": ServerFlags(ctx_size=32768, parallel=1)}
 WORKLOAD = Workload(prompt_tokens=4362, output_tokens=1738, concurrency=3)
 FLAGS = ServerFlags(ctx_size=16384)
 GPU_MIB = 16311  # an RTX 5060 Ti 16 GB
@@ -80,6 +92,41 @@ def bench_sizing(repeats: int) -> dict[str, object]:
     largest = max((r for r in rows if r["weights"] == biggest), key=lambda r: r["median_ms"])
     slowest = max(rows, key=lambda r: r["median_ms"])
     return {"models": rows, "largest": largest, "slowest": slowest}
+
+
+def bench_fit(repeats: int) -> dict[str, object]:
+    """plan_server for each computed catalogue model × GPU set × flags."""
+    rows = []
+    host = Host(128 * 1024 * MiB, 128 * 1024 * MiB)
+    for model_id, entry in models().items():
+        quant = "Q4_K_M" if "Q4_K_M" in entry.weights else next(iter(entry.weights), None)
+        if quant is None:
+            continue
+        try:
+            tensors = placement_tensors.computed(entry.metadata, quant, imatrix=entry.imatrix, **entry.tensor_layout)
+        except (KeyError, ValueError):
+            continue
+        params = model_params(entry.metadata)
+        for gpus_label, gpus in FIT_GPUS.items():
+            devices = [Device(f"CUDA{i}", "GPU", mib * MiB, 0, 1e12) for i, mib in enumerate(gpus)]
+            for flags_label, flags in FIT_FLAGS.items():
+
+                def one(
+                    params: ModelParams = params,
+                    flags: ServerFlags = flags,
+                    devices: list[Device] = devices,
+                    tensors: list[placement_tensors.WeightTensor] = tensors,
+                ) -> int:
+                    plan = plan_server(params, flags, devices=devices, host=host, tensors=tensors,
+                                       prompt_tokens=4362, output_tokens=1738, concurrency=3)  # fmt: skip
+                    return sum(1 for _, line in plan.fit.log if "memory breakdown [MiB]" in line)
+
+                times = time_ms(one, repeats)
+                row = {"model": f"{model_id} {quant}", "gpus": gpus_label, "flags": flags_label}
+                row |= {"measurements": one(), "median_ms": statistics.median(times), "max_ms": max(times)}
+                rows.append(row)
+    slowest = max(rows, key=lambda r: r["median_ms"])
+    return {"cases": rows, "slowest": slowest, "median_ms": statistics.median(r["median_ms"] for r in rows)}
 
 
 def write_head(path: Path, n_tensors: int, n_vocab: int = 32000) -> int:
@@ -149,6 +196,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {label}: {row['model']} ({gpu}, {row['recommendations']} recommendations) — {times} "
               f"(aim {SIZING_AIM_MS:.0f} ms: {verdict})")  # fmt: skip
 
+    fit = bench_fit(max(1, args.repeats // 4))
+    worst = fit["slowest"]
+    assert isinstance(worst, dict)
+    n_cases = len(fit["cases"])  # type: ignore[arg-type]
+    verdict = "met" if worst["median_ms"] < FIT_AIM_MS else "over"
+    print(f"--fit replayed (plan_server) on {n_cases} cases (computed tensors; 1 x 16 GB, 2 x 24 GB, 1 x 80 GB; "
+          f"-c unset and -c 32768 -np 1): median of all {fit['median_ms']:.1f} ms")  # fmt: skip
+    times = f"median {worst['median_ms']:.1f} ms, max {worst['max_ms']:.1f} ms"
+    print(f"  slowest: {worst['model']} on {worst['gpus']}, {worst['flags']} ({worst['measurements']} measurements) — "
+          f"{times} (aim {FIT_AIM_MS:.0f} ms: {verdict})")  # fmt: skip
+
     head = bench_head(args.tensors, args.vocab, args.head_repeats)
     verdict = "met" if head["kvlab_median_ms"] < HEAD_AIM_MS else "over"  # type: ignore[operator]
     print(
@@ -158,7 +216,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  kvlab read_gguf_head: median {head['kvlab_median_ms']:.1f} ms (aim {HEAD_AIM_MS:.0f} ms: {verdict})")
     print(f"  gguf.GGUFReader:      median {head['gguf_median_ms']:.1f} ms")
     print(f"  ratio kvlab/gguf (median time): {head['ratio_median']:.2f}")
-    common.write_results(args.out, "sizing_speed", {"repeats": args.repeats, "sizing": sizing, "head": head})
+    common.write_results(
+        args.out, "sizing_speed", {"repeats": args.repeats, "sizing": sizing, "fit": fit, "head": head}
+    )
 
 
 if __name__ == "__main__":
