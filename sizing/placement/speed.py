@@ -208,7 +208,9 @@ def active_weight_bytes(name: str, size: int, model: ModelParams, tied_output: b
 def approximate_tensors(model: ModelParams, weights_bytes: int) -> list[tuple[str, int]]:
     """A stand-in for the per-tensor layout when kvlab has only the total: the weights spread evenly over the
     layers, and for a MoE model the routed experts' share by element count (3 × n_embd × n_ff_exp per
-    expert per layer, against the attention and dense FFN rows), all at the file's average bytes per weight."""
+    expert per layer, against the attention and dense FFN rows), all at the file's average bytes per weight.
+    The experts' row is named as llama.cpp names an expert tensor (`ffn_up_exps`), so that --cpu-moe, --n-cpu-moe
+    and the fit's expert overrides (`ffn_(up|down|gate)_exps`) move it as they move the real ones."""
     if not model.n_expert:
         per_layer = weights_bytes // max(1, model.n_layer_all)
         return [(f"blk.{il}.weights", per_layer) for il in range(model.n_layer_all)]
@@ -219,7 +221,7 @@ def approximate_tensors(model: ModelParams, weights_bytes: int) -> list[tuple[st
     per_layer = weights_bytes // max(1, model.n_layer_all)
     rows: list[tuple[str, int]] = []
     for il in range(model.n_layer_all):
-        rows.append((f"blk.{il}.ffn_exps.approx", int(per_layer * share)))
+        rows.append((f"blk.{il}.ffn_up_exps.approx", int(per_layer * share)))
         rows.append((f"blk.{il}.dense.approx", per_layer - int(per_layer * share)))
     return rows
 
