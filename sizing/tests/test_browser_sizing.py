@@ -53,6 +53,41 @@ def test_the_form_shows_what_the_result_used_and_size_it_again_changes_nothing(t
 
     tab.do(check)
     tab.screenshot("sizing-form-shows-what-was-computed")
+
+    def add_a_second_gpu(page: Page) -> None:
+        # Issue 14: a second GPU is one more row; the result places the model on both, and the URL keeps both.
+        with page.expect_response(lambda r: "quant=Q4_K_M" in r.url and r.status == 200):
+            field(page, "quant").fill("Q4_K_M")
+            field(page, "quant").press("Tab")
+        page.wait_for_load_state("networkidle")
+        expect(page.locator("#server-plan h3")).to_have_text("What llama-server will do on this GPU")
+        page.get_by_role("button", name="Add a GPU").click()
+        rows = page.locator("#gpus .gpu-row")
+        expect(rows).to_have_count(2)
+        expect(rows.nth(1).locator(".gpu-name")).to_have_text("GPU 1")
+        with page.expect_response(
+            lambda r: r.url.count("&gpu=") == 2 and "rtx-4060-ti-16gb" in r.url and r.status == 200
+        ):
+            rows.nth(1).locator("select[name=gpu]").select_option("rtx-4060-ti-16gb")
+        page.wait_for_load_state("networkidle")
+        plan = page.locator("#server-plan")
+        expect(plan.locator("h3")).to_have_text("What llama-server will do on these 2 GPUs")
+        expect(plan.locator("table.devices")).to_contain_text("CUDA1 GeForce RTX 4060 Ti 16GB")
+        expect(plan.locator("table.devices")).to_contain_text("system RAM")
+        expect(plan).to_contain_text("CUDA1 288 GB/s")
+        # The address holds both GPUs: opened again, the form shows both rows as the result used them.
+        page.reload()
+        expect(page.locator("#gpus .gpu-row")).to_have_count(2)
+        expect(page.locator("#gpus .gpu-row").nth(1).locator("select[name=gpu]")).to_have_value("rtx-4060-ti-16gb")
+        expect(page.locator("#server-plan table.devices")).to_contain_text("CUDA1 GeForce RTX 4060 Ti 16GB")
+        # Removing it sizes for one GPU again.
+        with page.expect_response(lambda r: "rtx-4060-ti-16gb" not in r.url and r.status == 200):
+            page.locator("#gpus .gpu-row").nth(1).get_by_role("button", name="remove").click()
+        page.wait_for_load_state("networkidle")
+        expect(page.locator("#server-plan h3")).to_have_text("What llama-server will do on this GPU")
+
+    tab.do(add_a_second_gpu)
+    tab.screenshot("sizing-two-gpus")
     tab.assert_no_errors()
 
 
@@ -113,10 +148,16 @@ def test_devstral_on_16_gb_asks_for_the_weights_then_judges_the_fit(tab: Tab) ->
             page.get_by_label("or the weights' size (GiB, or bytes)").press("Tab")
         page.wait_for_load_state("networkidle")
         expect(dd(page, "weights")).to_contain_text("14,334,453,350 B (13,670.40 MiB)")
-        expect(dd(page, "on the GPU")).to_contain_text("does not fit")
+        # As typed (all 41 layers on the GPU) it would not fit; llama-server's --fit keeps some layers in
+        # system RAM instead, and the page sizes what it will run (issue 14).
+        expect(page.locator("#results .typed-vs-effective")).to_contain_text(
+            "You typed no -ngl; llama-server will run with -ngl"
+        )
+        expect(page.locator("#server-plan .fit-changes")).to_contain_text("layers in system RAM")
+        expect(dd(page, "on the GPU")).to_contain_text("fits")
         expect(page.locator("#results h3", has_text="Recommended configurations")).to_be_visible()
         first = page.locator("ol.recommendations > li > code").first
-        expect(first).to_contain_text("-ctk q8_0 -ctv q8_0")
+        expect(first).to_contain_text("-ctk q8_0")  # a quantized KV cache first (ranked by the speed estimate)
 
     tab.do(give_weights)
     tab.screenshot("sizing-weights-given")

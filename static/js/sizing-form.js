@@ -44,6 +44,8 @@
   }
   function changed() { form.dispatchEvent(new Event("change", { bubbles: true })); }
   gpus.querySelectorAll(".remove-gpu").forEach(function (b) { b.hidden = false; });
+  // With JavaScript, "Add a GPU" adds a row here: no longer a submit button, so that htmx never sends it.
+  gpus.querySelectorAll(".add-gpu").forEach(function (b) { b.type = "button"; b.removeAttribute("name"); });
   gpus.addEventListener("click", function (event) {
     var target = event.target;
     if (target.classList.contains("add-gpu")) {
