@@ -181,3 +181,22 @@ def test_staff_can_verify_recommendations_with_a_sweep(client, db):
     link = re.search(r'href="(/sweeps/new/\?[^"]+)"', page).group(1)
     form = client.get(link.replace("&amp;", "&")).content.decode()
     assert "-c 18432 -np 3" in form
+
+
+def test_add_a_gpu_without_javascript_renders_one_more_row(client):
+    page = text(client.get(reverse("sizing"), {**DEMO_QUERY, "add_gpu": "1"}))
+    assert page.count('class="row gpu-row"') == 2 and "GPU 1</span>" in page
+    assert "add_gpu" not in page.split('id="sizing-effective"')[1]  # not an input the result used
+
+
+def test_an_invalid_gpu_row_is_shown_as_typed_beside_its_error(client):
+    response = client.get(reverse("sizing"), {"model": "llama-3.1-8b", "gpu_mib": "100"})
+    page = text(response)
+    assert response.status_code == 400 and "GPU 1: its memory must be a whole number of MiB from 256" in page
+    assert 'name="gpu_mib" min="256" max="4194304" value="100"' in page
+
+
+def test_an_explained_runs_gpu_memory_link_still_sizes_on_one_gpu(client, demo_import):
+    run = Run.objects.get(key="c3p-single")
+    page = text(client.get(client.get(reverse("sizing-explain-run", args=[run.pk])).url))
+    assert "What llama-server will do on this GPU" in page and "CUDA0 <small>a GPU of 16,311 MiB</small>" in page
