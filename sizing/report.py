@@ -82,6 +82,9 @@ def size(
             weights_source=weights_source,
             gpu_mib=gpu_mib,
             model_path=model_path,
+            devices=devices,
+            host=host,
+            tensors=tensors,
         )
         if workload and with_recommendations
         else []
