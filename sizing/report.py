@@ -46,9 +46,13 @@ def size(
     devices: Sequence[Device] | None = None,
     host: Host | None = None,
     tensors: Sequence[WeightTensor] | None = None,
+    sm_counts: Sequence[int | None] = (),
+    compute_capabilities: Sequence[float | None] = (),
 ) -> Sizing:
     """Size `flags` for `model`. With GPUs (`devices`, or one of `gpu_mib`) llama-server's --fit is
-    replayed and the sizing is of the configuration it then runs with."""
+    replayed and the sizing is of the configuration it then runs with. `sm_counts` and
+    `compute_capabilities` (one per device, None where unknown) size what nvidia-smi shows beyond
+    llama.cpp's own count."""
     if devices is None and gpu_mib is not None:
         devices = [Device("CUDA0", f"a GPU of {gpu_mib:,} MiB", gpu_mib * MiB)]
     if gpu_mib is None and devices:
@@ -66,6 +70,8 @@ def size(
             prompt_tokens=workload.prompt_tokens if workload else 0,
             output_tokens=workload.output_tokens if workload else 0,
             concurrency=workload.concurrency if workload else 1,
+            sm_counts=sm_counts,
+            compute_capabilities=compute_capabilities,
         )
         flags = server.flags
     layout = kv_layout(model, flags)

@@ -53,6 +53,13 @@ class CatalogueGpu:
     # speed estimate (sizing.placement.speed); None where no cited figure was found: shown as unknown.
     bandwidth_gbps: float | None = None
     bandwidth_source: str = ""
+    # The SM count and CUDA compute capability, for what nvidia-smi shows beyond llama.cpp's own count
+    # (sizing.placement.overhead: the CUDA context scales with the SMs, cuBLAS's workspace with the
+    # capability); None where no cited figure was found, or for a GPU that is not NVIDIA's.
+    sm_count: int | None = None
+    compute_capability: float | None = None
+    sm_source: str = ""
+    cc_source: str = ""
 
     @property
     def bandwidth(self) -> float | None:
@@ -135,6 +142,10 @@ def gpus() -> dict[str, CatalogueGpu]:
             # a figure without its source is not used
             g.get("bandwidth_gbps") if g.get("bandwidth_source") else None,
             g.get("bandwidth_source", ""),
+            g.get("sm_count") if g.get("sm_source") else None,
+            g.get("compute_capability") if g.get("cc_source") else None,
+            g.get("sm_source", ""),
+            g.get("cc_source", ""),
         )
         for g in data["gpus"]
     }

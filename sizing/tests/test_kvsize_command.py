@@ -217,3 +217,25 @@ def test_sm_row_cannot_load_on_cuda():
     data = fitted("--gpu", "rtx-3090", "--gpu", "rtx-3090", "-sm", "row", "-c", "8192")
     assert "does not support split buffers" in data["placement_error"] and data["loads"] is False
     assert data["fit"]["status"] == "error"
+
+
+def test_a_catalogue_gpu_gives_the_cuda_context_from_its_sm_count():
+    out = kvsize(
+        "--model", "devstral-small-2-24b", "--quant", "Q4_K_M", "--gpu", "rtx-5060-ti-16gb",
+        "-c", "12288", "-np", "1", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "--json",
+    )  # fmt: skip
+    (device,) = [d for d in json.loads(out)["devices"] if d["name"] == "CUDA0"]
+    items = {item["name"]: item for item in device["outside_llama_cpp"]}
+    # The RTX 5060 Ti has 36 SMs (gpus.json, with its source) at 3.05 MiB each.
+    assert items["CUDA context"]["bytes"] == round(36 * 3.05 * 1024 * 1024)
+    # Compute capability 12.0: cuBLAS's workspace is the 32 MiB of 9.0 and up (at most).
+    assert items["cuBLAS workspace"]["bytes"] == 32 * 1024 * 1024 and items["cuBLAS workspace"]["upper_bound"]
+
+
+def test_a_gpu_given_in_mib_has_no_sm_count():
+    out = kvsize(
+        "--model", "devstral-small-2-24b", "--quant", "Q4_K_M", "--gpu", "16311", "-c", "12288", "-np", "1", "--json"
+    )
+    (device,) = [d for d in json.loads(out)["devices"] if d["name"] == "CUDA0"]
+    items = {item["name"]: item for item in device["outside_llama_cpp"]}
+    assert items["CUDA context"]["bytes"] is None  # unknown, not guessed

@@ -114,6 +114,7 @@ class Command(BaseCommand):
         if len(gpus) > MAX_DEVICES:
             raise CommandError(f"at most {MAX_DEVICES} GPUs (llama_max_devices)")
         devices = [parse_gpu(text, i) for i, text in enumerate(gpus)]
+        known = [catalogue.gpus().get(text.partition(":")[0]) for text in gpus]  # None: a size in MiB
         host = self._host(options)
         result = size(
             model,
@@ -125,6 +126,8 @@ class Command(BaseCommand):
             devices=devices or None,
             host=host,
             tensors=self._tensors(options, model, metadata),
+            sm_counts=[gpu.sm_count if gpu else None for gpu in known],
+            compute_capabilities=[gpu.compute_capability if gpu else None for gpu in known],
         )
         if options["json"]:
             self.stdout.write(json.dumps(as_json(result), indent=2))
