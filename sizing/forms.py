@@ -129,6 +129,8 @@ class SizingInputs:
     tensors: list[WeightTensor] | None = None  # the weight tensors, when known exactly
     tensors_source: str = ""  # where the tensor table comes from ("" when the weights are spread)
     tensor_notes: list[str] = field(default_factory=list)  # why the tensors are not known exactly
+    sm_counts: list[int | None] = field(default_factory=list)  # per GPU, from the catalogue (None: unknown)
+    compute_capabilities: list[float | None] = field(default_factory=list)
 
     @property
     def refusals(self) -> list[ArgNote]:
@@ -145,6 +147,8 @@ class SizingInputs:
             devices=self.devices or None,
             host=self.host,
             tensors=self.tensors,
+            sm_counts=self.sm_counts,
+            compute_capabilities=self.compute_capabilities,
         )
 
 
@@ -291,6 +295,7 @@ class SizingForm(forms.Form):
             path = command.model_path.rsplit("/", 1)[-1]
         weights, weights_source, quant, notes = self._weights(data, catalogue_id, command, flags_from)
         devices, gpu_sources, gpu_effective = parse_gpus(self.data)
+        known = [catalogue.gpus().get(gpu_id) for gpu_id in gpu_effective["gpu"]]
         gpu_mib = devices[0].total // MiB if devices else None
         gpu_label = " + ".join(d.description for d in devices)
         host, host_source = _host(data)
@@ -333,6 +338,8 @@ class SizingForm(forms.Form):
             ],
             weights_notes=notes,
             tensor_notes=tensor_notes,
+            sm_counts=[g.sm_count if g else None for g in known],
+            compute_capabilities=[g.compute_capability if g else None for g in known],
             flags_from=flags_from,
             effective={k: "" if v is None else v for k, v in effective.items()},
             run=run,

@@ -104,6 +104,8 @@ def measured_speed(inputs: SizingInputs, result: Sizing, history: list[Run]) -> 
                 devices=inputs.devices,
                 host=inputs.host,
                 tensors=inputs.tensors,
+                sm_counts=inputs.sm_counts,
+                compute_capabilities=inputs.compute_capabilities,
                 with_recommendations=False,
             )
         except (ValueError, ArithmeticError):
