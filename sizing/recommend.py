@@ -55,7 +55,8 @@ PLACEMENT = (
 )
 CACHE_PAIRS = [("f16", "f16"), ("q8_0", "q8_0"), ("f16", "q8_0"), ("q8_0", "q4_0"), ("q4_0", "q4_0")]
 QUALITY = {"f16": 1.0, "q8_0": 0.97, "q4_0": 0.9}
-# Each replay of --fit measures several placements: at most this many per call, the most promising first.
+# A replay of --fit that moves weights measures several placements: at most this many per call, the most
+# promising first (and three times as many replays that find everything fits, on several GPUs).
 MAX_FIT_RUNS = 3
 # MoE configurations also tried as an explicit --n-cpu-moe N: a few measurements each.
 MAX_EXPERT_RUNS = MAX_FIT_RUNS
@@ -228,12 +229,15 @@ def recommend(
     def bound(group: list[_Config]) -> float:
         return max(_value(c.upper, c.flags, workload) * _quality(c.flags) for c in group)
 
-    expert_runs = 0
-    for group in sorted(pending.values(), key=bound, reverse=True)[:MAX_FIT_RUNS]:
+    expert_runs = placing_runs = 0
+    for runs, group in enumerate(sorted(pending.values(), key=bound, reverse=True)):
+        if placing_runs >= MAX_FIT_RUNS or runs >= MAX_FIT_RUNS * 3:
+            break
         ranked = sorted((_value(r.speed, r.flags, workload) * _quality(r.flags) for r in candidates), reverse=True)
         if len(ranked) >= limit and bound(group) < ranked[limit - 1]:
             break
         server = ctx.serve(group[0].flags)
+        placing_runs += server.params.n_gpu_layers >= 0  # a fit that changed nothing measured only once
         if server.fit.status != "success" or server.loads is not True:
             continue  # llama-server would not start it, or start it over its memory
         experts = None
@@ -394,7 +398,8 @@ def _fitted_candidate(
         placed = [] if len(ctx.gpus) == 1 else [_split_reason(ctx, params, speed)]
         return _candidate(ctx, config, flags, plan, speed, GPU, placed, server)
     where = _fit_words(ctx, params)
-    why = f"{where}: est. {_tok_s(speed)} vs {_tok_s(config.upper, unit=False)} with all on the GPU"
+    gpus = "the GPU" if len(ctx.gpus) == 1 else "the GPUs"
+    why = f"{where}: est. {_tok_s(speed)} vs {_tok_s(config.upper, unit=False)} with all on {gpus}"
     why += f"; {PLACEMENT}" if base.fit else "; stated, as --fit is off"
     placed = [("-ngl auto (--fit)" if base.fit else _placement_flags(effective), why)]
     return _candidate(ctx, config, flags, plan, speed, FIT, placed, server)
@@ -532,8 +537,9 @@ def _split_reason(ctx: _Context, params: Params, speed: SpeedEstimate) -> tuple[
 
 
 def _placement_flags(flags: ServerFlags) -> str:
-    words = to_command(flags)
-    return " ".join(words[words.index("-ngl") :]) if "-ngl" in words else "-ngl"
+    """The -ngl/-ts/-ot part of a command."""
+    placed = ServerFlags(n_gpu_layers=flags.n_gpu_layers, tensor_split=flags.tensor_split, overrides=flags.overrides)
+    return " ".join(to_command(placed)[3:]) or "-ngl"
 
 
 def _kv_in_ram(ctx: _Context, config: _Config, speed: SpeedEstimate) -> str:
