@@ -4,6 +4,7 @@ shared snapshot both render through the same template partial), and a plain-text
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -40,7 +41,7 @@ def text_report(s: Sizing, *, measured: dict[str, Any] | None = None) -> str:
     m, layout, plan = s.model, s.layout, s.plan
     lines = [
         f"model: {m.name} ({m.arch}, {m.n_layer} layers, trained context {m.n_ctx_train:,})",
-        "command: " + " ".join(to_command(s.flags)),
+        "command: " + shlex.join(to_command(s.flags)),
         (
             f"context: n_ctx {layout.n_ctx:,}; {_n(layout.n_parallel, 'slot')}"
             + (" (auto: no -np)" if layout.auto_parallel else "")
@@ -194,7 +195,7 @@ def page_view(
         },
         "recommendations": [
             {
-                "command": " ".join(r.command),
+                "command": shlex.join(r.command),
                 "reasons": [list(x) for x in r.reasons],
                 "gpu_total": r.plan.gpu_total,
                 "kv_bytes": r.plan.kv_bytes,
@@ -383,7 +384,7 @@ def server_view(
         "failed": fit.status in ("failure", "error"),
         "printed": [line for line in log if line[0] in ("WRN", "ERR")],
         "typed_vs_effective": typed_vs_effective(s.typed_flags, plan.flags),
-        "command": " ".join(to_command(plan.flags, model_path)),
+        "command": shlex.join(to_command(plan.flags, model_path)),
         "context": {
             "n_ctx": plan.context.n_ctx,
             "n_ctx_seq": plan.context.n_ctx_seq,

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import re
+import shlex
 import statistics
 from urllib.parse import urlencode
 
@@ -201,7 +202,7 @@ def _view(inputs: SizingInputs, result: Sizing, measured: dict[str, object] | No
     return page_view(
         result,
         title=inputs.model_label,
-        command_line=" ".join(to_command(inputs.flags, inputs.model_path)),
+        command_line=shlex.join(to_command(inputs.flags, inputs.model_path)),
         gpu_label=inputs.gpu_label,
         notes=inputs.command.notes if inputs.command else (),
         flags_from=inputs.flags_from if inputs.command else "",
@@ -324,7 +325,7 @@ def calibration(model_name: str, flags: ServerFlags, compute_estimate: int) -> d
 
 def _verify_url(result: Sizing) -> str:
     """The sweep form, prefilled with the recommendations' flags."""
-    flags = [" ".join(r.command[3:]) for r in result.recommendations[:5]]  # without "llama-server -m MODEL"
+    flags = [shlex.join(r.command[3:]) for r in result.recommendations[:5]]  # without "llama-server -m MODEL"
     return f"{reverse('sweep-new')}?{urlencode([('flags', f) for f in flags])}" if flags else ""
 
 
