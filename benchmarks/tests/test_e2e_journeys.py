@@ -329,7 +329,11 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
         expect(dd(page, "context")).to_contain_text("one unified pool of 16,384 cells shared by all slots")
         expect(dd(page, "KV total")).to_contain_text("2,684,354,560 B (2,560.00 MiB)")
         expect(dd(page, "weights")).to_contain_text("14,326,026,240 B (13,662.36 MiB)")
-        expect(dd(page, "on the GPU")).to_contain_text("does not fit")  # f16 KV beside the Q4_K_M weights
+        # f16 KV beside the Q4_K_M weights does not fit whole, but llama-server's --fit starts it with
+        # 4 of its 41 layers in system RAM (issue 14): the page says what the server will do
+        expect(dd(page, "on the GPU")).to_contain_text("fits")
+        expect(page.locator("#results")).to_contain_text("You typed no -ngl; llama-server will run with -ngl 37")
+        expect(page.locator("#results")).to_contain_text("4 of 41 layers in system RAM")
         expect(page.locator("#results")).to_contain_text("Each fits, starts, and cannot overflow")
         # The first recommendation is the investigation's answer: q8_0 KV on the GPU.
         expect(page.locator("#results code").filter(has_text="-ctk q8_0 -ctv q8_0").first).to_be_visible()
@@ -375,7 +379,8 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
             expect(dd(page, "context")).to_contain_text("one unified pool of 16,384 cells shared by all slots")
             expect(dd(page, "KV total")).to_have_text("2,684,354,560 B (2,560.00 MiB)")
             expect(dd(page, "KV per token")).to_have_text("163,840 B (0.16 MiB)")
-            expect(dd(page, "on the GPU")).to_contain_text("does not fit")
+            expect(dd(page, "on the GPU")).to_contain_text("fits")
+            expect(page.locator("main")).to_contain_text("4 of 41 layers in system RAM")  # the fit, shared too
             expect(page.locator("code").filter(has_text="-ctk q8_0 -ctv q8_0").first).to_be_visible()
             return page.locator(".prediction").inner_text()
 
