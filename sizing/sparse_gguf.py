@@ -32,14 +32,7 @@ def write_sparse(
     arch = metadata["general.architecture"]
     n_vocab = int(metadata[f"{arch}.vocab_size"])
     w = gguf.GGUFWriter(str(path), arch)
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    types = [2, 3, 3] + [6] * 256
-    tokens += [f"t{i}" for i in range(n_vocab - len(tokens))]
-    types += [1] * (n_vocab - len(types))
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores([0.0] * n_vocab)
-    w.add_token_types(types)
+    add_vocab(w, n_vocab)
     w.add_unk_token_id(0)
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
@@ -56,3 +49,15 @@ def write_sparse(
         data += -(-n_bytes // 32) * 32
     close_sparse(w, path, data)
     return path
+
+
+def add_vocab(w: gguf.GGUFWriter, n_vocab: int) -> None:
+    """A SentencePiece-style vocab of n_vocab tokens: <unk>, <s>, </s>, the 256 byte tokens, then pieces."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    tokens += [f"t{i}" for i in range(n_vocab - len(tokens))]
+    types += [1] * (n_vocab - len(types))
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * n_vocab)
+    w.add_token_types(types)

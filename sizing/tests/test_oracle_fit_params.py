@@ -187,15 +187,10 @@ def write_sparse_llama(path: Path, *, n_embd: int, n_head: int, n_head_kv: int, 
     import gguf
     import numpy as np
 
+    from sizing.sparse_gguf import add_vocab
+
     w = gguf.GGUFWriter(str(path), "llama")
-    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-    types = [2, 3, 3] + [6] * 256
-    tokens += [f"t{i}" for i in range(n_vocab - len(tokens))]
-    types += [1] * (n_vocab - len(types))
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores([0.0] * n_vocab)
-    w.add_token_types(types)
+    add_vocab(w, n_vocab)
     w.add_context_length(131072)
     w.add_layer_norm_rms_eps(1e-5)
     w.add_embedding_length(n_embd)
