@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
 
 from ..history.metrics import summarize
 from ..history.outcomes import outcome_of
@@ -41,8 +41,36 @@ class Run(models.Model):
     cache_type_v = models.CharField("V cache type", max_length=8, blank=True)
     kv_offload = models.BooleanField("KV on GPU", null=True)
     flash_attn = models.CharField("flash attention", max_length=4, blank=True)
+    server_flags = models.TextField(
+        "server flags", blank=True, default="", db_default="", help_text="the server's command-line flags"
+    )
     # Workload.
     concurrency = models.PositiveIntegerField(null=True)
+    request_rate = models.FloatField("request rate (req/s)", null=True, help_text="the configured rate; null: unpaced")
+
+    # Where the run's results come from (kvlab.bench/2): the tool that measured it and its file.
+    tool = models.CharField(
+        max_length=40, blank=True, default="", db_default="", help_text="the benchmark tool, e.g. vllm, guidellm, kvlab"
+    )
+    tool_version = models.CharField(max_length=40, blank=True, default="", db_default="")
+    engine = models.CharField(
+        max_length=40, blank=True, default="", db_default="", help_text="the serving engine, e.g. llama.cpp, vllm"
+    )
+    provenance = models.JSONField(
+        default=dict,
+        db_default=Value({}, output_field=models.JSONField()),
+        blank=True,
+        help_text="field -> file | declared | derived: where each value came from",
+    )
+    # The tool's own aggregates (kvlab.bench/2 summary, canonical units). When set, n_requests and n_ok are
+    # the tool's counts, never recomputed from a sample of requests.
+    summary = models.JSONField(null=True, blank=True)
+    requests_sampled = models.BooleanField(
+        default=False, db_default=False, help_text="the stored requests are a sample of the run's"
+    )
+    server_log = models.TextField(
+        blank=True, default="", db_default="", help_text="the llama-server start-up log attached on import"
+    )
 
     created_at = models.DateTimeField(auto_now_add=True)
     first_import = models.ForeignKey("FileImport", null=True, on_delete=models.SET_NULL, related_name="+")
@@ -169,6 +197,9 @@ class FileImport(models.Model):
         REJECTED = "rejected"
 
     filename = models.CharField(max_length=255)
+    format = models.CharField(
+        max_length=40, blank=True, default="", db_default="", help_text="the detected or forced input format"
+    )
     sha256 = models.CharField(max_length=64)
     size_bytes = models.PositiveBigIntegerField()
     origin = models.CharField(max_length=16, choices=Origin.choices)
