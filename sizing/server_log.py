@@ -109,3 +109,515 @@ def read_server_log(log: str) -> ReportedMemory:
     if slots:
         reported.n_slots, reported.n_ctx_slot, reported.kv_unified = int(slots[1]), int(slots[2]), slots[3] == "true"
     return reported
+
+
+# --- The whole start-up log (issue 15) ---------------------------------------------------------------
+#
+# parse_startup_log reads everything a llama-server start-up log says about the configuration the
+# server really ran with. The formats are those of b11434 (common/common.cpp common_params_print_info,
+# common/fit.cpp, src/llama-model-loader.cpp, src/llama-model.cpp, src/llama-context.cpp,
+# src/llama-kv-cache*.cpp, src/llama-memory-recurrent.cpp, tools/server/server-context.cpp,
+# ggml/src/ggml-cuda/ggml-cuda.cu), with the older names of the same lines (llama_new_context_with_model,
+# llama_kv_cache_init/_unified, llm_load_tensors) where the figure means the same thing.
+
+MAX_LOG_CHARS = 2 * 1024 * 1024  # a -lv 4 start-up log is tens of KiB; its head is what matters
+MAX_LINE_CHARS = 4096  # longer lines (a chat template, a vocabulary dump) are not configuration
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# What may stand before a llama.cpp line: a journald or docker-compose prefix, a router's [pid], the
+# --log-timestamps time and the --log-prefix level letter.
+_LINE_PREFIX = re.compile(
+    r"^(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.-]+\[\d+\]:\s)?"
+    r"(?:[\w.-]+\s+\|\s)?"
+    r"(?:\[\d+\]\s+)?"
+    r"(?:\d+\.\d\d\.\d{3}\.\d{3}\s+)?"
+    r"(?:[IWEDT]\s+)?"
+)
+_FUNC = re.compile(r"(?:(?:srv|slot|cmn|spec|que|res)\s+)?([A-Za-z_]\w*|operator\(\))\s*:\s?(.*)$")
+_MIB = r"(\d+(?:\.\d+)?)"
+_ERROR = re.compile(r"\berror\b|failed to|out of memory", re.I)
+MAX_ERRORS = 20
+
+
+class LogError(ValueError):
+    """The text is not a llama-server start-up log kvlab can read; the message says why."""
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """One `llama_kv_cache: size = …` line: per stream cells, the layers, K and V."""
+
+    kind: str  # "full", "swa" (after llama_kv_cache_iswa's "creating SWA KV cache"), or "" when not said
+    size_mib: str
+    cells: int
+    layers: int
+    n_seq_max: int
+    n_stream: int
+    type_k: str
+    k_mib: str
+    type_v: str
+    v_mib: str
+
+
+@dataclass(frozen=True)
+class RecurrentState:
+    size_mib: str
+    cells: int
+    layers: int
+    n_seq_max: int
+    n_rs_seq: int
+    r_mib: str
+    s_mib: str
+    p_mib: str
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One buffer line: `kind` is "model", "kv", "rs" (recurrent state), "compute" or "output"."""
+
+    kind: str
+    device: str  # CUDA0, CUDA_Host, CPU, CPU_Mapped, …
+    mib: str
+
+
+@dataclass
+class StartupLog:
+    """What one llama-server start-up log says. None or empty: the log did not print it (`missing`)."""
+
+    build: dict[str, Any] = field(default_factory=dict)  # number, commit, compiler, target
+    model_path: str | None = None
+    model_name: str | None = None
+    model_arch: str | None = None
+    model_file_type: str | None = None
+    model_file_size: str | None = None  # "6.05 MiB" as printed
+    model_params: str | None = None  # "1.58 M"
+    metadata: dict[str, Any] = field(default_factory=dict)  # the GGUF keys the loader printed in full
+    metadata_truncated: list[str] = field(default_factory=list)  # keys printed cut ("…"): not in metadata
+    context: dict[str, str] = field(default_factory=dict)  # every `llama_context: key = value` line
+    n_ctx: int | None = None
+    n_ctx_seq: int | None = None
+    n_seq_max: int | None = None
+    n_batch: int | None = None
+    n_ubatch: int | None = None
+    kv_unified: bool | None = None
+    flash_attn: str | None = None  # as requested: "auto", "enabled", "disabled"
+    flash_attn_resolved: bool | None = None  # what `auto` became (or the requested on/off)
+    n_slots: int | None = None
+    n_ctx_slot: int | None = None
+    slots: list[dict[str, int]] = field(default_factory=list)  # {"id", "n_ctx"} per slot
+    kv_caches: list[KVCache] = field(default_factory=list)
+    recurrent: list[RecurrentState] = field(default_factory=list)
+    buffers: list[Buffer] = field(default_factory=list)
+    offloaded_layers: tuple[int, int] | None = None  # (on the GPUs, of)
+    devices: list[dict[str, Any]] = field(default_factory=list)  # name, description, total_mib, free_mib, …
+    memory_breakdowns: list[list[dict[str, Any]]] = field(default_factory=list)  # every table printed
+    fit: list[str] = field(default_factory=list)  # the --fit lines (-lv 4), as printed
+    fit_context: tuple[int, int] | None = None  # (from, to) when the fit reduced the context
+    notes: list[str] = field(default_factory=list)  # the server's own adjustments, as printed
+    errors: list[str] = field(default_factory=list)  # error lines (E level, "error:")
+    n_lines: int = 0
+    n_recognised: int = 0
+
+    @property
+    def cache_types(self) -> tuple[str, str] | None:
+        line = next((c for c in self.kv_caches), None)
+        return (line.type_k, line.type_v) if line else None
+
+    def buffers_of(self, kind: str) -> dict[str, float]:
+        """MiB per device of one kind of buffer: summed, except compute buffers (the last reservation's)."""
+        out: dict[str, float] = {}
+        for b in self.buffers:
+            if b.kind == kind:
+                out[b.device] = float(b.mib) if kind == "compute" else out.get(b.device, 0.0) + float(b.mib)
+        return out
+
+    @property
+    def missing(self) -> list[str]:
+        """What a complete -lv 4 start-up log prints and this one does not."""
+        wanted = {
+            "build": self.build,
+            "model path": self.model_path,
+            "model architecture": self.model_arch,
+            "n_ctx": self.n_ctx,
+            "n_ctx_seq": self.n_ctx_seq,
+            "n_seq_max": self.n_seq_max,
+            "kv_unified": self.kv_unified is not None,
+            "flash attention": self.flash_attn,
+            "n_ubatch": self.n_ubatch,
+            "KV cache lines": self.kv_caches or self.recurrent,
+            "model buffers": any(b.kind == "model" for b in self.buffers),
+            "compute buffers": any(b.kind == "compute" for b in self.buffers),
+            "slots": self.n_slots,
+        }
+        return [name for name, value in wanted.items() if value is None or value is False or value in ({}, [])]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "build": self.build,
+            "model": {
+                "path": self.model_path,
+                "name": self.model_name,
+                "arch": self.model_arch,
+                "file_type": self.model_file_type,
+                "file_size": self.model_file_size,
+                "params": self.model_params,
+            },
+            "metadata": self.metadata,
+            "metadata_truncated": self.metadata_truncated,
+            "context": self.context,
+            "n_ctx": self.n_ctx,
+            "n_ctx_seq": self.n_ctx_seq,
+            "n_seq_max": self.n_seq_max,
+            "n_batch": self.n_batch,
+            "n_ubatch": self.n_ubatch,
+            "kv_unified": self.kv_unified,
+            "flash_attn": self.flash_attn,
+            "flash_attn_resolved": self.flash_attn_resolved,
+            "cache_type_k": self.cache_types[0] if self.cache_types else None,
+            "cache_type_v": self.cache_types[1] if self.cache_types else None,
+            "n_slots": self.n_slots,
+            "n_ctx_slot": self.n_ctx_slot,
+            "slots": self.slots,
+            "kv_caches": [c.__dict__ for c in self.kv_caches],
+            "recurrent": [r.__dict__ for r in self.recurrent],
+            "buffers": [b.__dict__ for b in self.buffers],
+            "offloaded_layers": list(self.offloaded_layers) if self.offloaded_layers else None,
+            "devices": self.devices,
+            "memory_breakdowns": self.memory_breakdowns,
+            "fit": self.fit,
+            "fit_context": list(self.fit_context) if self.fit_context else None,
+            "notes": self.notes,
+            "errors": self.errors,
+            "missing": self.missing,
+            "n_lines": self.n_lines,
+            "n_recognised": self.n_recognised,
+        }
+
+
+_KV_SIZE = re.compile(
+    rf"size ={_NUM} MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+)/(\d+) seqs\), "
+    rf"K \((\w+)\):{_NUM} MiB, V \((\w+)\):{_NUM} MiB"
+)
+_RS_SIZE = re.compile(
+    rf"size ={_NUM} MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+) seqs\s+(\d+) rs_seq\), "
+    rf"R \(\w+\):{_NUM} MiB, S \(\w+\):{_NUM} MiB, P \(\w+\):{_NUM} MiB"
+)
+_BUFFER = re.compile(rf"(\S+)\s+(model |KV |RS |compute |output |)buffer size\s*=\s*{_MIB} MiB")
+_ISWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache")
+_KEY_VALUE = re.compile(r"(\w[\w ]*?)\s*=\s*(.*)$")
+_GGUF_KV = re.compile(r"- kv\s+\d+:\s+(\S+)\s+(\w+|arr\[\w+,\d+\])\s+= ?(.*)$")
+_BUILD = re.compile(r"build(?: =|:)? (\d+) \(([0-9a-fA-F]+|unknown)\)(?: with (.+?) for (.+?)(?: \(debug\))?$)?")
+_VERSION = re.compile(r"^version: (\d+) \(([0-9a-fA-F]+|unknown)\)$")
+_CUDA_DEVICE = re.compile(
+    r"^\s*Device (\d+): (.+?), (?:compute capability (\d+\.\d+)|.+?\(0x[0-9a-f]+\)), VMM: (yes|no)"
+    r"(?:, Wave Size: \d+)?(?:, VRAM: (\d+) MiB)?"
+)
+_DEVICE_INFO = re.compile(r"^\s*- (\S+)\s*: (.*) \((\d+) MiB, (\d+) MiB free\)$")
+_USING_DEVICE = re.compile(r"using device (\S+) \((.*)\) (?:\([^)]*\) )?- (\d+) MiB free")
+_BREAKDOWN_ROW = re.compile(
+    r"\|\s+- (\S+)(?: \((.*?)\))?\s+\|\s+(?:(\d+)\s+=\s+(-?\d+)\s+\+\s+\()?"
+    r"(\d+)\s+=\s+(\d+)\s+\+\s+(\d+)\s+\+\s+(\d+)\)?"
+    r"(?:\s+\+\s+(-?\d+))?\s*\|"
+)
+_SLOT = re.compile(r"id\s+(\d+) \| task -?\d+ \| new slot,? n_ctx(?:_slot)? = (\d+)")
+_SLOTS = re.compile(r"initializing(?: slots)?, n_slots = (\d+)(?:, n_ctx_slot = (\d+), kv_unified = '(true|false)')?")
+_FIT_FUNCS = {"common_params_fit_impl", "common_fit_params", "llama_params_fit", "llama_params_fit_impl"}
+_CONTEXT_FUNCS = {"llama_context", "llama_new_context_with_model", "llama_init_from_model"}
+_KV_FUNCS = {"llama_kv_cache", "llama_kv_cache_unified", "llama_kv_cache_init", "llama_kv_cache_iswa"}
+_MODEL_FUNCS = {"load_tensors", "llm_load_tensors"}
+
+
+def _clean_lines(text: str | bytes) -> list[str]:
+    if isinstance(text, bytes):
+        if len(text) > MAX_LOG_CHARS:
+            raise LogError(_too_long(len(text)))
+        text = text.decode("utf-8", errors="replace")
+    if len(text) > MAX_LOG_CHARS:
+        raise LogError(_too_long(len(text)))
+    if "\0" in text:
+        raise LogError("This is not a text log: it holds NUL bytes. Paste llama-server's start-up output as text.")
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _too_long(n: int) -> str:
+    return (
+        f"The log is {n / MiB:.1f} MiB; kvlab reads start-up logs of at most {MAX_LOG_CHARS // MiB} MiB "
+        "(a -lv 4 start-up log is tens of KiB). Give its first lines, up to 'server is listening'."
+    )
+
+
+def _gguf_value(kind: str, raw: str) -> Any:
+    if kind == "str":
+        return raw.replace("\\n", "\n")
+    if kind == "bool":
+        return raw == "true"
+    if kind.startswith("arr["):
+        import json
+
+        return json.loads(raw)
+    try:
+        return int(raw) if kind[0] in "ui" else float(raw)
+    except ValueError:
+        return raw
+
+
+def parse_startup_log(text: str | bytes) -> StartupLog:
+    """Everything a llama-server start-up log says about the configuration it ran with.
+
+    Tolerant of --log-prefix/--log-timestamps (on or off), colours, docker/journald prefixes, Windows
+    line endings and a log cut short (what is absent is listed in `missing`). Raises LogError for input
+    that is too large, binary, or holds no line of a llama-server start-up."""
+    log = StartupLog()
+    lines = _clean_lines(text)
+    log.n_lines = len(lines)
+    kv_kind = ""
+    breakdown: list[dict[str, Any]] | None = None
+    for raw in lines:
+        if len(raw) > MAX_LINE_CHARS:
+            continue
+        line = _LINE_PREFIX.sub("", _ANSI.sub("", raw), count=1).rstrip()
+        if not line:
+            continue
+        if _read_line(log, line, kv_kind_box := [kv_kind], breakdown_box := [breakdown]):
+            log.n_recognised += 1
+        elif _ERROR.search(line) and len(log.errors) < MAX_ERRORS:
+            log.errors.append(line)
+        kv_kind, breakdown = kv_kind_box[0], breakdown_box[0]
+    if not log.n_recognised:
+        raise LogError(
+            "No line of a llama-server start-up log was found (no llama_context, llama_kv_cache, load_tensors "
+            "or load_model line). Paste the server's output from its start, ideally run with -lv 4."
+        )
+    return log
+
+
+def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[Any]) -> bool:
+    """Reads one prefix-free line into `log`; True when it was a line kvlab knows."""
+    device = _CUDA_DEVICE.match(line)
+    if device:
+        entry = _device(log, f"CUDA{device[1]}")
+        entry.update(description=device[2], vmm=device[4] == "yes")
+        if device[3]:
+            entry["compute_capability"] = float(device[3])
+        if device[5]:
+            entry["total_mib"] = int(device[5])
+        return True
+    info = _DEVICE_INFO.match(line)
+    if info:
+        _device(log, info[1]).update(description=info[2], total_mib=int(info[3]), free_mib=int(info[4]))
+        return True
+    version = _VERSION.match(line)
+    if version:
+        log.build = {"number": int(version[1]), "commit": version[2]}
+        return True
+    m = _FUNC.match(line)
+    if not m:
+        return False
+    func, rest = m[1], m[2]
+    if func == "common_memory_breakdown_print" or func == "llama_print_memory_breakdown":
+        if "memory breakdown" in rest:
+            breakdown[0] = []
+            log.memory_breakdowns.append(breakdown[0])
+            return True
+        row = _BREAKDOWN_ROW.search(rest)
+        if row and breakdown[0] is not None:
+            breakdown[0].append(
+                {
+                    "name": row[1],
+                    "description": row[2],
+                    "total": _int(row[3]),
+                    "free": _int(row[4]),
+                    "self": int(row[5]),
+                    "model": int(row[6]),
+                    "context": int(row[7]),
+                    "compute": int(row[8]),
+                    "unaccounted": _int(row[9]),
+                }
+            )
+            return True
+        return False
+    if func in _FIT_FUNCS or (func == "common_init_" and "fitting params" in rest):
+        log.fit.append(f"{func}: {rest}")
+        reduced = re.search(r"context size reduced from (\d+) to (\d+)", rest)
+        if reduced:
+            log.fit_context = (int(reduced[1]), int(reduced[2]))
+        return True
+    if func.startswith(("common_param", "build", "main")):
+        build = _BUILD.search(line)
+        if build:
+            log.build = {"number": int(build[1]), "commit": build[2], "compiler": build[3], "target": build[4]}
+            return True
+        info = _DEVICE_INFO.match(rest)
+        if info:
+            _device(log, info[1]).update(description=info[2], total_mib=int(info[3]), free_mib=int(info[4]))
+            return True
+        return False
+    if func in _CONTEXT_FUNCS:
+        return _read_context(log, rest)
+    if func in _KV_FUNCS:
+        iswa = _ISWA.search(rest)
+        if iswa:
+            kv_kind[0] = "swa" if iswa[1] == "SWA" else "full"
+            return True
+        size = _KV_SIZE.match(rest)
+        if size:
+            log.kv_caches.append(
+                KVCache(
+                    kv_kind[0],
+                    size[1],
+                    int(size[2]),
+                    int(size[3]),
+                    int(size[4]),
+                    int(size[5]),
+                    size[6],
+                    size[7],
+                    size[8],
+                    size[9],
+                )  # fmt: skip
+            )
+            return True
+        return _read_buffer(log, rest)
+    if func == "llama_memory_recurrent":
+        size = _RS_SIZE.match(rest)
+        if size:
+            log.recurrent.append(
+                RecurrentState(
+                    size[1], int(size[2]), int(size[3]), int(size[4]), int(size[5]), size[6], size[7], size[8]
+                )
+            )
+            return True
+        return _read_buffer(log, rest)
+    if func in _MODEL_FUNCS:
+        offloaded = re.match(r"offloaded (\d+)/(\d+) layers to GPU", rest)
+        if offloaded:
+            log.offloaded_layers = (int(offloaded[1]), int(offloaded[2]))
+            return True
+        return _read_buffer(log, rest)
+    if func in ("sched_reserve", "graph_reserve", "llama_context"):
+        return _read_buffer(log, rest)
+    if func == "resolve_fused_ops":
+        fa = re.match(r"Flash Attention (enabled|not supported, set to disabled)", rest)
+        if fa:
+            log.flash_attn_resolved = fa[1] == "enabled"
+            return True
+        return False
+    if func == "llama_model_loader":
+        return _read_loader(log, rest)
+    if func in ("print_info", "llm_load_print_meta"):
+        kv = _KEY_VALUE.match(rest)
+        if not kv:
+            return False
+        key, value = kv[1].strip(), kv[2].strip()
+        if key == "arch":
+            log.model_arch = log.model_arch or value
+        elif key == "general.name":
+            log.model_name = log.model_name or value
+        elif key == "file type":
+            log.model_file_type = value
+        elif key == "file size":
+            log.model_file_size = value.split(" (")[0]
+        elif key == "model params":
+            log.model_params = value
+        return True
+    if func == "load_model":
+        return _read_server(log, rest)
+    if func == "llama_model_load_from_file_impl":
+        using = _USING_DEVICE.search(rest)
+        if using:
+            _device(log, using[1]).update(description=using[2], free_mib=int(using[3]))
+            return True
+    return False
+
+
+def _read_context(log: StartupLog, rest: str) -> bool:
+    if "buffer size" in rest:
+        return _read_buffer(log, rest)
+    auto = re.match(r"Flash Attention was auto, set to (enabled|disabled)", rest)
+    if auto:
+        log.flash_attn_resolved = auto[1] == "enabled"
+        return True
+    if rest.startswith(("n_ctx is not divisible", "enabling flash_attn", "n_ctx_seq (", "n_ctx_per_seq (")):
+        log.notes.append(rest)
+        return True
+    kv = re.match(r"(\w+)\s+= (\S+)$", rest)
+    if not kv:
+        return False
+    key, value = kv[1], kv[2]
+    log.context[key] = value
+    if key in ("n_ctx", "n_ctx_seq", "n_seq_max", "n_batch", "n_ubatch") and value.isdigit():
+        setattr(log, key, int(value))
+    elif key == "n_ctx_per_seq" and value.isdigit():  # the name before n_ctx_seq
+        log.n_ctx_seq = int(value)
+    elif key == "kv_unified":
+        log.kv_unified = value == "true"
+    elif key == "flash_attn":
+        # b11434: auto|enabled|disabled; older builds: 0/1 (then it is also what ran)
+        log.flash_attn = {"0": "disabled", "1": "enabled", "false": "disabled", "true": "enabled"}.get(value, value)
+        if log.flash_attn in ("enabled", "disabled"):
+            log.flash_attn_resolved = log.flash_attn == "enabled"
+    return True
+
+
+def _read_buffer(log: StartupLog, rest: str) -> bool:
+    b = _BUFFER.search(rest)
+    if not b:
+        return False
+    kind = {"model ": "model", "KV ": "kv", "RS ": "rs", "compute ": "compute", "output ": "output", "": "model"}[b[2]]
+    log.buffers.append(Buffer(kind, b[1], f"{float(b[3]):.2f}"))
+    return True
+
+
+def _read_loader(log: StartupLog, rest: str) -> bool:
+    loaded = re.match(r"loaded meta data with \d+ key-value pairs and \d+ tensors from (.+?) \(version", rest)
+    if loaded:
+        log.model_path = log.model_path or loaded[1]
+        return True
+    kv = _GGUF_KV.match(rest)
+    if not kv:
+        return False
+    key, kind, raw = kv[1], kv[2], kv[3]
+    if raw.endswith("...") and (kind.startswith("arr[") or len(raw) >= 40):
+        log.metadata_truncated.append(key)
+        return True
+    try:
+        log.metadata[key] = _gguf_value(kind, raw)
+    except ValueError:
+        log.metadata_truncated.append(key)
+        return True
+    if key == "general.architecture":
+        log.model_arch = str(log.metadata[key])
+    elif key == "general.name":
+        log.model_name = str(log.metadata[key])
+    return True
+
+
+def _read_server(log: StartupLog, rest: str) -> bool:
+    loading = re.match(r"loading model '(.*)'$", rest)
+    if loading:
+        log.model_path = loading[1]
+        return True
+    slots = _SLOTS.search(rest)
+    if slots:
+        log.n_slots = int(slots[1])
+        if slots[2]:
+            log.n_ctx_slot = int(slots[2])
+            log.kv_unified = slots[3] == "true" if log.kv_unified is None else log.kv_unified
+        return True
+    slot = _SLOT.search(rest)
+    if slot:
+        log.slots.append({"id": int(slot[1]), "n_ctx": int(slot[2])})
+        return True
+    return False
+
+
+def _device(log: StartupLog, name: str) -> dict[str, Any]:
+    for entry in log.devices:
+        if entry["name"] == name:
+            return entry
+    entry = {"name": name}
+    log.devices.append(entry)
+    return entry
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text else None
