@@ -193,6 +193,8 @@ class StartupLog:
     model_params: str | None = None  # "1.58 M"
     metadata: dict[str, Any] = field(default_factory=dict)  # the GGUF keys the loader printed in full
     metadata_truncated: list[str] = field(default_factory=list)  # keys printed cut ("…"): not in metadata
+    array_lengths: dict[str, int] = field(default_factory=dict)  # every array key's length, as printed
+    n_vocab: int | None = None
     context: dict[str, str] = field(default_factory=dict)  # every `llama_context: key = value` line
     n_ctx: int | None = None
     n_ctx_seq: int | None = None
@@ -264,6 +266,8 @@ class StartupLog:
             },
             "metadata": self.metadata,
             "metadata_truncated": self.metadata_truncated,
+            "array_lengths": self.array_lengths,
+            "n_vocab": self.n_vocab,
             "context": self.context,
             "n_ctx": self.n_ctx,
             "n_ctx_seq": self.n_ctx_seq,
@@ -518,6 +522,8 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
             log.model_file_size = value.split(" (")[0]
         elif key == "model params":
             log.model_params = value
+        elif key == "n_vocab" and value.isdigit():
+            log.n_vocab = int(value)
         return True
     if func == "load_model":
         return _read_server(log, rest)
@@ -576,6 +582,9 @@ def _read_loader(log: StartupLog, rest: str) -> bool:
     if not kv:
         return False
     key, kind, raw = kv[1], kv[2], kv[3]
+    length = re.match(r"arr\[\w+,(\d+)\]", kind)
+    if length:
+        log.array_lengths[key] = int(length[1])
     if raw.endswith("...") and (kind.startswith("arr[") or len(raw) >= 40):
         log.metadata_truncated.append(key)
         return True
