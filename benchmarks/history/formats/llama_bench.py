@@ -72,8 +72,8 @@ IDENTITY = (
 # kvlab's cache types (records.CACHE_TYPES); another ggml type stays in extra only.
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FLASH_ATTN = {"-1": "auto", "0": "off", "1": "on", "auto": "auto", "off": "off", "on": "on"}
-# Keys carried by run fields; every other key of a test is kept in the summary's extra.
-MAPPED = frozenset({"gpu_info", "type_k", "type_v", "no_kv_offload", "flash_attn", "test_time"})
+# Keys carried by run fields (type_k/type_v and gpu_info where they were); the rest go to extra.
+MAPPED = frozenset({"no_kv_offload", "flash_attn", "test_time"})
 
 _SQL_CREATE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+) \($")
 _SQL_INSERT = re.compile(r"INSERT INTO (\w+) \(([\w, ]+)\) VALUES \(")
@@ -474,7 +474,11 @@ def test_records(test: dict[str, Any], run: dict[str, Any], where: str) -> list[
                 "output_tokens": n_gen * len(samples),
             }
         )
-    extra = {k: v for k, v in test.items() if k not in MAPPED and k not in ("samples_ns", "samples_ts")}
+    mapped = set(MAPPED)
+    mapped.update(key for key in ("type_k", "type_v") if test.get(key) in CACHE_TYPES)
+    if run.get("gpu") and run["gpu"] == test.get("gpu_info"):
+        mapped.add("gpu_info")
+    extra = {k: v for k, v in test.items() if k not in mapped and k not in ("samples_ns", "samples_ts")}
     records: list[dict[str, object]] = [{"schema": SCHEMA_V2, "run": run, "summary": summary, "extra": extra}]
     rates = test.get("samples_ts") or []
     for i, ns in enumerate(samples or []):
