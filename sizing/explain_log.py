@@ -46,9 +46,10 @@ class Explanation:
 
     @property
     def counts(self) -> dict[str, int]:
-        out = {EQUAL: 0, WITHIN: 0, DIFFERS: 0, NOT_PREDICTED: 0}
+        """Figures per verdict, keyed by the verdict with "_" for spaces (a template reads them)."""
+        out = dict.fromkeys((EQUAL, WITHIN, DIFFERS, NOT_PREDICTED.replace(" ", "_")), 0)
         for f in self.figures:
-            out[f.verdict] += 1
+            out[f.verdict.replace(" ", "_")] += 1
         return out
 
     @property

@@ -12,12 +12,13 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import RequestDataTooBig
 from django.db.models import F, Q, Subquery
 from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from benchmarks.models import Run
 from kvlab.http import HtmxHttpRequest
@@ -28,6 +29,7 @@ from .cmdline import quant_in_file_name, to_command
 from .forms import (
     GPU_FIELDS,
     MAX_GPU_VALUES,
+    ExplainLogForm,
     GgufUploadForm,
     SizingForm,
     SizingInputs,
@@ -44,6 +46,7 @@ from .placement.types import MAX_DEVICES
 from .recommend import RANKING
 from .render import page_view, text_report
 from .report import Sizing, as_json, check_record, size
+from .server_log import MAX_LOG_CHARS
 from .workload import Workload
 
 MAX_STORED_METADATA = 1 << 20  # bytes of JSON: what sizing reads of a head is far less
@@ -403,3 +406,30 @@ def explain_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if run.vram_total_mib:
         query["gpu_mib"] = run.vram_total_mib
     return redirect(f"{reverse('sizing')}?{urlencode(query)}")
+
+
+@csrf_protect
+@require_http_methods(["GET", "POST"])
+def explain_log(request: HtmxHttpRequest) -> HttpResponse:
+    """Paste a llama-server start-up log: kvlab's prediction beside every figure it printed. Read-only,
+    open to anyone; POST because a log is too long for a URL."""
+    context: dict[str, object] = {"max_chars": MAX_LOG_CHARS}
+    status = 200
+    try:
+        data = request.POST if request.method == "POST" else None
+        form = ExplainLogForm(data)
+        bound = form.is_bound
+    except RequestDataTooBig:
+        form, bound, status = ExplainLogForm(), False, 413
+        context["too_big"] = (
+            f"The log is too large to send: kvlab reads start-up logs of at most {MAX_LOG_CHARS // (1024 * 1024)} MiB. "
+            "Paste its first lines, up to 'server is listening'."
+        )
+    context["form"] = form
+    if bound:
+        if form.is_valid() and form.startup is not None:
+            context.update(startup=form.startup, explanation=form.explanation, model_source=form.model_source)
+        else:
+            status = 400
+    template = "sizing/explain_log.html#explanation" if request.htmx else "sizing/explain_log.html"
+    return render(request, template, context, status=status)
