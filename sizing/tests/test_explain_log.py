@@ -485,3 +485,31 @@ def test_the_real_servers_log_is_explained_with_every_figure_equal(arch, flags, 
     page = text(client.post(URL, {"log": run.log, "gguf": stored.token}))
     assert f"{len(verdicts) + (compute[2] == EQUAL)} equal" in page, page[-3000:]
     assert "0 differ" in page
+
+
+def _on_a_gpu(log: str) -> str:
+    """The tiny log as if the weights, KV and compute were on a CUDA GPU (the figures are the CPU run's)."""
+    return (
+        log.replace("CPU_Mapped model buffer size =     6.05 MiB", "CUDA0 model buffer size =     6.05 MiB")
+        .replace("llama_kv_cache:        CPU KV", "llama_kv_cache:      CUDA0 KV")
+        .replace("sched_reserve:        CPU compute", "sched_reserve:      CUDA0 compute")
+        + "0.00.030.000 I load_tensors: offloaded 5/5 layers to GPU\n"
+    )
+
+
+def test_gpu_buffers_are_compared_per_device_by_replaying_the_placement():
+    log = parse_startup_log(
+        _on_a_gpu(TINY_LLAMA) + "cmn  common_param:   - CUDA0   : NVIDIA H200 (143000 MiB, 142000 MiB free)\n"
+    )
+    explanation = explain(log, model_params(model_metadata(log)), weights_bytes=TINY_WEIGHTS)
+    buffers = {f.name: f for f in explanation.figures if f.group == "buffers"}
+    assert buffers["CUDA0 context"].verdict == EQUAL and buffers["CUDA0 compute"].verdict in (EQUAL, WITHIN)
+    assert "CUDA kernels may differ" in buffers["CUDA0 compute"].note
+    assert explanation.flags.n_gpu_layers == 5 and explanation.flags.kv_offload
+
+
+@pytest.mark.django_db
+def test_a_gpu_log_without_the_devices_memory_says_so(client):
+    page = text(client.post(URL, {"log": _on_a_gpu(TINY_LLAMA)}))
+    assert "the log does not say CUDA0&#x27;s memory" in page
+    assert '<td>KV cache 1</td><td>size</td><td class="num">2.25 MiB</td><td class="num">2.25 MiB</td><td>equal' in page
