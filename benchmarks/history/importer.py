@@ -1,4 +1,5 @@
-"""Store a bench_results.jsonl file: all of it in one transaction, or none of it.
+"""Store a bench_results.jsonl file (or another tool's file read into kvlab.bench/2 records):
+all of it in one transaction, or none of it.
 
 Every attempt leaves a FileImport row: "imported" with its counts, or "rejected"
 with its rejected lines' numbers and reasons (the first 1,000; n_rejected counts them
@@ -16,7 +17,9 @@ import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
@@ -25,17 +28,31 @@ from django.db.models import Model
 from django.utils import timezone
 
 from ..models import FileImport, RejectedLine, RequestResult, Run
-from .jsonl import LineError
+from .formats import Declared, registry
+from .jsonl import LineError, RecordError
 from .metrics import RunSummary, summarize
 from .reader import ParsedRun, Rejects, SpilledFile, read_bench_file
 from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record
+from .summaries import with_tool_summary
 
 log = logging.getLogger(__name__)
 
-# Run model field for each canonical run field ("run_id" is the run's key).
-RUN_COLUMNS = {name: ("key" if name == "run_id" else name) for name in RUN_FIELD_NAMES}
+# Run model field for each canonical run field ("run_id" is the run's key; a record's
+# started_at is stored in Run.started_at, with its provenance, in place of the derived one).
+RUN_COLUMNS = {name: ("key" if name == "run_id" else name) for name in RUN_FIELD_NAMES if name != "started_at"}
 # Text columns store "" for absent values; the others store NULL.
-BLANK_IS_NONE = {"label", "gpu", "cache_type_k", "cache_type_v", "flash_attn"}
+BLANK_IS_NONE = {
+    "label",
+    "gpu",
+    "cache_type_k",
+    "cache_type_v",
+    "flash_attn",
+    "server_flags",
+    "tool",
+    "tool_version",
+    "tool_format",
+    "engine",
+}
 INSERT_BATCH = 5_000
 LOOKUP_BATCH = 500
 
@@ -60,6 +77,25 @@ class Rejected(Exception):
     """A line was rejected while the file was being stored: roll the transaction back."""
 
 
+@dataclass(frozen=True)
+class ServerLog:
+    """A llama-server start-up log attached to the runs of an import: its text, and what was parsed of it."""
+
+    text: str
+    parsed: dict[str, Any] | None = None
+
+
+@dataclass
+class _Context:
+    """What one import stores besides the file's own records."""
+
+    declared: Declared
+    server_log: ServerLog | None
+    n_new_runs: int = 0
+    n_summaries: int = 0
+    keys: list[str] = field(default_factory=list)  # the file's runs, for the server log
+
+
 def import_bench_file(
     stream: IO[bytes],
     *,
@@ -67,29 +103,51 @@ def import_bench_file(
     origin: str,
     user: Any = None,
     max_line_bytes: int | None = None,
+    declared: Declared | None = None,
+    format: str = "",
+    server_log: ServerLog | None = None,
+    identity: tuple[str, int] | None = None,
+    conversion_error: Callable[[], LineError | None] | None = None,
+    relabel: Callable[[LineError], LineError] | None = None,
 ) -> FileImport:
+    """Import one stream of kvlab JSONL (v1, v2 or flat) whole, or reject it whole.
+
+    declared: what the file's runs lack (never overriding a value the file holds);
+    format: the input format recorded on the FileImport; identity: (sha256, size) of the
+    original input when stream is a conversion of it; conversion_error: called after the
+    stream is read, the error that ended a conversion early (the input is then rejected);
+    relabel: names the file and line of a rejected line of a stream joined from parts.
+    """
     max_line_bytes = max_line_bytes or settings.KVLAB_IMPORT_MAX_LINE_BYTES
-    with gc_paused(), read_bench_file(stream, max_line_bytes=max_line_bytes) as parsed:
+    context = _Context(declared or Declared(), server_log)
+    require_model = not context.declared.model
+    with gc_paused(), read_bench_file(stream, max_line_bytes=max_line_bytes, require_model=require_model) as parsed:
+        sha256, size = identity or (parsed.sha256, parsed.size_bytes)
         meta = {
             "filename": filename[:255],
-            "sha256": parsed.sha256,
-            "size_bytes": parsed.size_bytes,
+            "format": format[:40],
+            "sha256": sha256,
+            "size_bytes": size,
             "origin": origin,
             "user": user if getattr(user, "is_authenticated", False) else None,
             "n_read": parsed.n_read,
             "n_blank": parsed.n_blank,
         }
+        failed = conversion_error() if conversion_error else None
+        if failed is not None:
+            parsed.rejects.add(failed)
         if parsed.rejects:
-            _store_runs(parsed, None)  # only to find every other rejected line: nothing is written
-            return _record_rejection(meta, parsed.rejects)
+            _store_runs(parsed, None, context)  # only to find every other rejected line: nothing is written
+            return _record_rejection(meta, parsed.rejects, relabel)
         # Two imports of the same new runs can race; the loser's INSERT hits the unique
         # constraint, its transaction rolls back, and the retry finds them as duplicates.
         for attempt in range(3):
+            context = _Context(context.declared, server_log)
             try:
                 with transaction.atomic():
-                    return _store(parsed, meta)
+                    return _store(parsed, meta, context)
             except Rejected:
-                return _record_rejection(meta, parsed.rejects)
+                return _record_rejection(meta, parsed.rejects, relabel)
             except IntegrityError:
                 if attempt == 2:
                     raise
@@ -97,40 +155,105 @@ def import_bench_file(
     raise AssertionError("unreachable")
 
 
-def _record_rejection(meta: dict[str, Any], rejects: Rejects) -> FileImport:
+def import_path(
+    path: Path,
+    *,
+    origin: str,
+    declared: Declared | None = None,
+    format: str | None = None,
+    server_log: ServerLog | None = None,
+    user: Any = None,
+    filename: str | None = None,
+) -> FileImport:
+    """Import a file or directory of any format kvlab reads, detected from its content (or forced by name).
+
+    FormatError when format names no format.
+    """
+    declared = declared or Declared()
+    detected, stream = registry.open_input(path, declared, format)
+    name = filename or str(path)
+    common: dict[str, Any] = {
+        "filename": name,
+        "origin": origin,
+        "user": user,
+        "declared": declared,
+        "format": detected,
+        "server_log": server_log,
+    }
+    if isinstance(stream, registry.InputStream):
+        return import_bench_file(
+            stream,  # type: ignore[arg-type]
+            **common,
+            identity=registry.input_identity(path),
+            conversion_error=stream.conversion_error,
+            relabel=stream.where,
+        )
+    with stream:
+        return import_bench_file(stream, **common)
+
+
+def _record_rejection(
+    meta: dict[str, Any], rejects: Rejects, relabel: Callable[[LineError], LineError] | None = None
+) -> FileImport:
+    kept = rejects.kept()
+    if relabel is not None:
+        kept = [relabel(e) for e in kept]
     with transaction.atomic():
         file_import = FileImport.objects.create(**meta, status=FileImport.Status.REJECTED, n_rejected=rejects.count)
         RejectedLine.objects.bulk_create(
             (
                 RejectedLine(file_import=file_import, line_no=e.line_no, reason=e.reason, excerpt=e.excerpt)
-                for e in rejects.kept()
+                for e in kept
             ),
             batch_size=INSERT_BATCH,
         )
     return file_import
 
 
-def _store(parsed: SpilledFile, meta: dict[str, Any]) -> FileImport:
+def _store(parsed: SpilledFile, meta: dict[str, Any], context: _Context) -> FileImport:
     file_import = FileImport.objects.create(**meta, status=FileImport.Status.IMPORTED)
-    file_import.n_imported = _store_runs(parsed, file_import)
+    file_import.n_imported = _store_runs(parsed, file_import, context)
     if parsed.rejects:
         raise Rejected
-    file_import.n_duplicate = parsed.n_records - file_import.n_imported
+    file_import.n_summaries = context.n_summaries
+    file_import.n_new_runs = context.n_new_runs
+    file_import.n_duplicate = parsed.n_records - file_import.n_imported - context.n_summaries
     file_import.n_runs = parsed.n_runs
-    file_import.save(update_fields=["n_imported", "n_duplicate", "n_runs"])
+    file_import.save(update_fields=["n_imported", "n_duplicate", "n_runs", "n_summaries", "n_new_runs"])
+    if context.server_log is not None:
+        _attach_server_log(context.keys, context.server_log)
     return file_import
 
 
-def _store_runs(parsed: SpilledFile, file_import: FileImport | None) -> int:
+def _attach_server_log(keys: list[str], log: ServerLog) -> None:
+    """The log goes to the file's runs that have none yet; its parsed configuration where no /props is kept."""
+    for i in range(0, len(keys), LOOKUP_BATCH):
+        runs = Run.objects.filter(key__in=keys[i : i + LOOKUP_BATCH])
+        runs.filter(server_log="").update(server_log=log.text)
+        if log.parsed is not None:
+            runs.filter(server_props__isnull=True).update(server_props={"startup_log": log.parsed})
+
+
+def _store_runs(parsed: SpilledFile, file_import: FileImport | None, context: _Context) -> int:
     """Store the file's runs in batches and return how many requests were stored.
 
     Every run is checked; none is stored once a line is rejected, or without file_import.
     """
-    batches = _batches(parsed.runs(), lambda run: len(run.records))
-    return sum(_store_batch(batch, file_import, parsed.rejects) for batch in batches)
+    batches = _batches(_declared_runs(parsed, context), lambda run: len(run.records))
+    return sum(_store_batch(batch, file_import, parsed.rejects, context) for batch in batches)
 
 
-def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects: Rejects) -> int:
+def _declared_runs(parsed: SpilledFile, context: _Context) -> Iterator[ParsedRun]:
+    for run in parsed.runs():
+        try:
+            run.apply_declared(context.declared)
+        except RecordError as exc:
+            parsed.rejects.add(LineError(run.first_line, str(exc)))
+            continue
+        yield run
+
+
+def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects: Rejects, context: _Context) -> int:
     """Check a batch of runs against the stored runs, then store it if all is well; requests stored."""
     existing = _existing_runs(runs)
     for run in runs:
@@ -142,6 +265,10 @@ def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects:
 
     new_runs = [run for run in runs if run.key not in existing]
     _insert_new_runs(new_runs, file_import)
+    context.n_new_runs += len(new_runs)
+    context.n_summaries += sum(run.summary is not None for run in new_runs)
+    if context.server_log is not None:
+        context.keys.extend(run.key for run in runs)
     run_ids = _run_ids([run.key for run in new_runs])
     request_row = _request_row_builder()
     rows = [
@@ -153,7 +280,7 @@ def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects:
     stored = len(rows)
     stored_runs = [run for run in runs if run.key in existing]
     for group in _batches(stored_runs, lambda run: existing[run.key].n_requests):  # what each run holds is read
-        stored += _add_to_stored_runs(group, existing)
+        stored += _add_to_stored_runs(group, existing, context)
     return stored
 
 
@@ -172,8 +299,9 @@ def _batches(runs: Iterable[ParsedRun], size: Callable[[ParsedRun], int]) -> Ite
         yield group
 
 
-def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run]) -> int:
-    """Add the requests that stored runs do not hold yet and fill their missing fields; requests stored."""
+def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run], context: _Context) -> int:
+    """Add the requests (and summary) that stored runs do not hold yet and fill their missing fields;
+    requests stored."""
     known = _known_requests([existing[run.key].pk for run in runs])
     request_row = _request_row_builder()
     rows: list[tuple[Any, ...]] = []
@@ -188,6 +316,10 @@ def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run]) -> int:
             rows.append(request_row(stored_run.pk, next_seq, record, occurrence))
             next_seq += 1
         filled = _fill_missing_run_values(stored_run, parsed_run)
+        if parsed_run.summary is not None and stored_run.summary is None:
+            stored_run.summary, stored_run.summary_extra = parsed_run.summary, parsed_run.summary_extra or None
+            context.n_summaries += 1
+            filled = True
         if len(rows) > before or filled:
             touched.append(stored_run)
     _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
@@ -221,11 +353,11 @@ def _run_ids(keys: list[str]) -> dict[str, int]:
 
 
 def _conflicts(parsed_run: ParsedRun, stored: Run) -> list[LineError]:
-    """A file may add requests to a stored run, but not describe it differently."""
+    """A file may add requests (or a summary) to a stored run, but not describe it differently."""
     stored_values = stored.record_values()
     for name, value in parsed_run.run_dict().items():
         current = stored_values[name]
-        if value is not None and current is not None and value != current:
+        if name != "provenance" and value is not None and current is not None and value != current:
             line = parsed_run.value_lines.get(RUN_FIELD_NAMES.index(name), parsed_run.first_line)
             return [
                 LineError(
@@ -233,16 +365,33 @@ def _conflicts(parsed_run: ParsedRun, stored: Run) -> list[LineError]:
                     f"run {parsed_run.key!r} is already stored with {name!r} = {current!r}; this file says {value!r}",
                 )
             ]
+    summaries = (parsed_run.summary, parsed_run.summary_extra or None), (stored.summary, stored.summary_extra or None)
+    if parsed_run.summary is not None and stored.summary is not None and summaries[0] != summaries[1]:
+        return [
+            LineError(
+                parsed_run.summary_line,
+                f"run {parsed_run.key!r} is already stored with another summary; a run has one summary",
+            )
+        ]
     return []
 
 
 def _fill_missing_run_values(stored: Run, parsed_run: ParsedRun) -> bool:
     filled = False
     stored_values = stored.record_values()
+    provenance = dict(stored.provenance or {})
     for name, value in parsed_run.run_dict().items():
-        if value is not None and stored_values[name] is None:
-            setattr(stored, RUN_COLUMNS[name], value)
-            filled = True
+        if name == "provenance" or value is None or stored_values[name] is not None:
+            continue
+        setattr(stored, RUN_COLUMNS.get(name, name), value)
+        if name in parsed_run.provenance:
+            provenance[name] = parsed_run.provenance[name]
+        filled = True
+    for name, kind in parsed_run.provenance.items():
+        provenance.setdefault(name, kind)
+    if provenance != (stored.provenance or {}):
+        stored.provenance = provenance
+        filled = True
     return filled
 
 
@@ -267,9 +416,13 @@ def _known_requests(run_ids: list[int]) -> dict[int, tuple[set[tuple[str, int]],
 # adapted with the backend's own adapters, and the database constraints still apply.
 
 SUMMARY_COLUMNS = RunSummary._fields
+_STORED_RUN_FIELDS = tuple(RUN_COLUMNS)  # the run fields with a column of their own, in RUN_FIELD_NAMES order
 RUN_INSERT_COLUMNS = (
-    *(RUN_COLUMNS[name] for name in RUN_FIELD_NAMES),
+    *(RUN_COLUMNS[name] for name in _STORED_RUN_FIELDS),
     *SUMMARY_COLUMNS,
+    "summary",
+    "summary_extra",
+    "requests_sampled",
     "created_at",
     "first_import_id",
 )
@@ -280,10 +433,14 @@ REQUEST_INSERT_COLUMNS = (
     "extra",
     "content_hash",
     "occurrence",
+    "itl_s",
 )
-_SOURCE_INDEX = RUN_FIELD_NAMES.index("source")
-_BLANK_INDEXES = tuple(RUN_FIELD_NAMES.index(name) for name in BLANK_IS_NONE)
-_STARTED_AT_INDEX = len(RUN_FIELD_NAMES) + SUMMARY_COLUMNS.index("started_at")
+_RUN_INDEX = {name: i for i, name in enumerate(RUN_FIELD_NAMES)}
+_STORED_INDEXES = tuple(_RUN_INDEX[name] for name in _STORED_RUN_FIELDS)
+_SOURCE_INDEX = _STORED_RUN_FIELDS.index("source")
+_PROVENANCE_INDEX = _STORED_RUN_FIELDS.index("provenance")
+_BLANK_INDEXES = tuple(_STORED_RUN_FIELDS.index(name) for name in BLANK_IS_NONE)
+_STARTED_AT_INDEX = len(_STORED_RUN_FIELDS) + SUMMARY_COLUMNS.index("started_at")
 
 
 def datetime_adapter() -> Callable[[datetime | None], Any]:
@@ -309,19 +466,34 @@ def datetime_adapter() -> Callable[[datetime | None], Any]:
 
 def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
     adapt_datetime = datetime_adapter()
+    json_field = Run._meta.get_field("summary")
     created_at = adapt_datetime(timezone.now())
     rows = []
     for parsed_run in runs:
-        values = list(parsed_run.values)
+        all_values = parsed_run.values
+        values = [all_values[i] for i in _STORED_INDEXES]
         for i in _BLANK_INDEXES:
             if values[i] is None:
                 values[i] = ""
         if values[_SOURCE_INDEX] is None:
             values[_SOURCE_INDEX] = Run.Source.IMPORTED
-        summary = summarize(
-            (record.request for _, record, _ in parsed_run.records), values[RUN_FIELD_NAMES.index("wall_s")]
+        aggregates, provenance = with_tool_summary(
+            summarize((record.request for _, record, _ in parsed_run.records), all_values[_RUN_INDEX["wall_s"]]),
+            parsed_run.summary,
+            started_at=all_values[_RUN_INDEX["started_at"]],
         )
-        row = [*values, *summary, created_at, file_import.pk]
+        provenance = {**parsed_run.provenance, **provenance}
+        values[_PROVENANCE_INDEX] = json_field.get_db_prep_save(provenance, connection)
+        summary = parsed_run.summary
+        row = [
+            *values,
+            *aggregates,
+            json_field.get_db_prep_save(summary, connection),
+            json_field.get_db_prep_save(parsed_run.summary_extra or None, connection),
+            bool(summary and summary.get("requests_sampled")),
+            created_at,
+            file_import.pk,
+        ]
         row[_STARTED_AT_INDEX] = adapt_datetime(row[_STARTED_AT_INDEX])
         rows.append(row)
     _insert(Run, RUN_INSERT_COLUMNS, rows)
@@ -332,9 +504,10 @@ def _request_row_builder() -> Callable[[int, int, Record, int], tuple[Any, ...]]
     adapt_datetime = datetime_adapter()
     extra_field = RequestResult._meta.get_field("extra")
     empty_extra = extra_field.get_db_prep_save({}, connection)
+    itl_field = RequestResult._meta.get_field("itl_s")
 
     def request_row(run_id: int, seq: int, record: Record, occurrence: int) -> tuple[Any, ...]:
-        ts, ok, status, error, error_type, prompt, n_predict, output, tok_s, elapsed, ttft = record.request
+        ts, ok, status, error, error_type, prompt, n_predict, output, tok_s, elapsed, ttft = record.request  # type: ignore[misc]
         return (
             run_id,
             seq,
@@ -352,6 +525,7 @@ def _request_row_builder() -> Callable[[int, int, Record, int], tuple[Any, ...]]
             extra_field.get_db_prep_save(record.extra, connection) if record.extra else empty_extra,
             record.content_hash,
             occurrence,
+            None if record.itl is None else itl_field.get_db_prep_save(list(record.itl), connection),
         )
 
     return request_row

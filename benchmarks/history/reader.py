@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
+from .formats import Declared
 from .jsonl import LineError, RecordError, decode_line, excerpt_of, iter_lines
 from .records import RUN_FIELD_NAMES, Record, normalize
 
@@ -25,6 +26,10 @@ MAX_KEPT_REJECTS = 1_000  # a file's rejected lines stored with their reasons; t
 SPILL_BATCH = 5_000  # lines written to the spill file at a time
 RUN_CACHE_SIZE = 256  # validated run contexts remembered (a flat file repeats one per run)
 EXCERPT_BYTES = 161  # of a line, kept for the excerpt should its run fields be rejected (excerpt_of shows 160)
+# Run fields a user may declare for what a file lacks (import_bench --gpu …, the upload form).
+DECLARABLE = ("label", "model", "gpu", "engine", "server_flags")
+_INDEX = {name: i for i, name in enumerate(RUN_FIELD_NAMES)}
+_PROVENANCE = _INDEX["provenance"]
 
 
 class Rejects:
@@ -56,6 +61,10 @@ class ParsedRun:
     records: list[tuple[int, Record, int]] = field(default_factory=list)  # (line_no, record, occurrence)
     occurrences: dict[str, int] = field(default_factory=dict)  # content hash -> times seen
     value_lines: dict[int, int] = field(default_factory=dict)  # field index -> line that set it
+    summary: dict[str, Any] | None = None  # the tool's aggregates (a kvlab.bench/2 summary record)
+    summary_extra: dict[str, Any] = field(default_factory=dict)
+    summary_line: int = 0
+    n_summary_records: int = 0  # summary records read (a repeated identical one is a duplicate)
 
     @classmethod
     def start(cls, line_no: int, record: Record) -> ParsedRun:
@@ -67,12 +76,50 @@ class ParsedRun:
         """Add a line of this run; RecordError when it describes the run differently."""
         if record.run is not self.values and record.run != self.values:
             self._merge_run_values(record, line_no)
+        if record.request is None:
+            self._add_summary(line_no, record)
+            return
         occurrence = self.occurrences.get(record.content_hash, 0)
         self.occurrences[record.content_hash] = occurrence + 1
         self.records.append((line_no, record, occurrence))
 
+    def _add_summary(self, line_no: int, record: Record) -> None:
+        self.n_summary_records += 1
+        if self.summary is None:
+            self.summary, self.summary_extra, self.summary_line = record.summary, record.extra, line_no
+        elif (self.summary, self.summary_extra) != (record.summary, record.extra):
+            raise RecordError(
+                f"run {self.key!r}: a second summary, different from the one on line {self.summary_line}; "
+                "a run has one summary"
+            )
+
     def run_dict(self) -> dict[str, Any]:
         return dict(zip(RUN_FIELD_NAMES, self.values, strict=True))
+
+    @property
+    def provenance(self) -> dict[str, str]:
+        return dict(self.values[_PROVENANCE] or ())
+
+    def apply_declared(self, declared: Declared) -> None:
+        """Take the declared values for what the run lacks, and record where each value came from.
+
+        RecordError when the run still has no model.
+        """
+        values = list(self.values)
+        provenance = self.provenance
+        for name in DECLARABLE:
+            i = _INDEX[name]
+            if values[i] is not None:
+                provenance.setdefault(name, "file")
+            elif getattr(declared, name):
+                values[i] = getattr(declared, name)
+                provenance[name] = "declared"
+        if values[_INDEX["started_at"]] is not None:
+            provenance.setdefault("started_at", "file")
+        if values[_INDEX["model"]] is None:
+            raise RecordError(f"run {self.key!r} has no model: the file does not say it; declare it (--model)")
+        values[_PROVENANCE] = tuple(sorted(provenance.items()))
+        self.values = tuple(values)
 
     def _merge_run_values(self, record: Record, line_no: int) -> None:
         """A run's lines must agree; a field missing on some lines is taken from the others."""
@@ -114,7 +161,9 @@ class _HashingReader:
 # One row per piece: up to SPILL_BATCH consecutive lines of one run, written with
 # marshal (the standard library's fastest exact serializer of plain values; the bytes
 # never leave this process) as a list of (line_no, run fields, ts in microseconds, the
-# other request fields, extra, content hash, excerpt). The run fields, and the line's
+# other request fields, extra, content hash, excerpt, special): special is None, or a
+# request's inter-token latencies (a tuple), or a summary record's aggregates (a dict,
+# with None for the request fields). The run fields, and the line's
 # start for the excerpt of a message about them, are written only where they differ
 # from the line before (None): a flat file repeats them on every line. Each run's
 # first line is in `run`.
@@ -171,11 +220,17 @@ class SpilledFile:
             if run is not None and key != run.key:
                 yield run
                 run = None
-            for line_no, values, ts_us, request, extra, content_hash, excerpt in marshal.loads(lines):
+            for line_no, values, ts_us, request, extra, content_hash, excerpt, special in marshal.loads(lines):
                 if values is not None:
                     run_values = values
-                ts = None if ts_us is None else _EPOCH + timedelta(microseconds=ts_us)
-                record = Record(run_values, (ts, *request), extra, content_hash)
+                if special is None:
+                    ts = None if ts_us is None else _EPOCH + timedelta(microseconds=ts_us)
+                    record = Record(run_values, (ts, *request), extra, content_hash)
+                elif type(special) is dict:
+                    record = Record(run_values, None, extra, "", None, special)
+                else:
+                    ts = None if ts_us is None else _EPOCH + timedelta(microseconds=ts_us)
+                    record = Record(run_values, (ts, *request), extra, content_hash, special)
                 if run is None:
                     run = ParsedRun.start(line_no, record)
                 try:
@@ -186,8 +241,11 @@ class SpilledFile:
             yield run
 
 
-def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> SpilledFile:
-    """Read and validate every line of stream; use the result as a context manager (it closes the spill)."""
+def read_bench_file(stream: IO[bytes], *, max_line_bytes: int, require_model: bool = True) -> SpilledFile:
+    """Read and validate every line of stream; use the result as a context manager (it closes the spill).
+
+    require_model=False: lines may lack the model (a declared one fills it, see ParsedRun.apply_declared).
+    """
     spill = sqlite3.connect("")  # a private temporary database on disk, deleted when closed
     spill.executescript(
         "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = FILE; PRAGMA cache_size = -8192;"
@@ -195,7 +253,7 @@ def read_bench_file(stream: IO[bytes], *, max_line_bytes: int) -> SpilledFile:
     )
     parsed = SpilledFile(spill)
     try:
-        _spill_lines(parsed, stream, max_line_bytes)
+        _spill_lines(parsed, stream, max_line_bytes, require_model)
     except BaseException:
         spill.close()
         raise
@@ -227,9 +285,12 @@ class _Pieces:
         values = excerpt = None
         if run is not self.last_values and run != self.last_values:
             values, excerpt, self.last_values = run, raw[:EXCERPT_BYTES], run
+        if request is None:  # a summary record
+            self.lines.append((line_no, values, None, None, record.extra, "", excerpt, record.summary))
+            return
         ts = request[0]
         ts_us = None if ts is None else (ts - _EPOCH) // _MICROSECOND
-        self.lines.append((line_no, values, ts_us, request[1:], record.extra, record.content_hash, excerpt))
+        self.lines.append((line_no, values, ts_us, request[1:], record.extra, record.content_hash, excerpt, record.itl))
 
     def close_piece(self) -> None:
         """End the current piece (the next one starts with its run fields); write the pieces when they are many."""
@@ -249,7 +310,7 @@ class _Pieces:
         self.pending, self.n_pending, self.segments = [], 0, []
 
 
-def _spill_lines(parsed: SpilledFile, stream: IO[bytes], max_line_bytes: int) -> None:
+def _spill_lines(parsed: SpilledFile, stream: IO[bytes], max_line_bytes: int, require_model: bool = True) -> None:
     reader = _HashingReader(stream)
     run_cache: dict[Any, tuple[Any, ...]] = {}
     pieces = _Pieces(parsed)
@@ -267,7 +328,7 @@ def _spill_lines(parsed: SpilledFile, stream: IO[bytes], max_line_bytes: int) ->
         if len(run_cache) > RUN_CACHE_SIZE:
             run_cache.clear()
         try:
-            record = normalize(decode_line(raw), run_cache)
+            record = normalize(decode_line(raw), run_cache, require_model=require_model)
         except RecordError as exc:
             parsed.rejects.add(LineError(line_no, str(exc), excerpt_of(raw)))
             continue

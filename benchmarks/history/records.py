@@ -1,11 +1,17 @@
-"""The canonical benchmark record (schema kvlab.bench/1) and the mapping into it.
+"""The canonical benchmark record (schemas kvlab.bench/1 and /2) and the mapping into it.
 
-One record is one request of one run. Two shapes are accepted:
+A record is one request of one run, or (kvlab.bench/2) one run's summary: the
+aggregates a benchmark tool reported for it. Three shapes are accepted:
 
-* canonical: ``{"schema": "kvlab.bench/1", "run": {...}, "request": {...}, "extra": {...}}``
-  (documented in docs/record-schema.md, JSON Schema in docs/bench-record.schema.json);
+* canonical kvlab.bench/2: ``{"schema": "kvlab.bench/2", "run": {...}, "request": {...}
+  | "summary": {...}, "extra": {...}}`` — the run also names its tool, engine, server
+  flags, request rate, start time and the provenance of its values;
+* canonical kvlab.bench/1: ``{"schema": "kvlab.bench/1", "run": {...}, "request": {...},
+  "extra": {...}}``, read exactly as before kvlab.bench/2 existed;
 * flat: the lab-script shape of bench_results.jsonl, one object with the run's
   context repeated, under the field names or any of their common aliases.
+
+(documented in docs/record-schema.md, JSON Schema in docs/bench-record.schema.json)
 
 Keys that are neither fields nor aliases are kept in ``extra``. Everything here is
 pure: a dict in, a ``Record`` out, or a ``RecordError`` naming the problem.
@@ -24,7 +30,10 @@ import orjson
 from .errors import ERROR_TYPES, classify_error, error_type_from_server
 from .jsonl import RecordError, json_type_name
 
-SCHEMA_VERSION = "kvlab.bench/1"
+SCHEMA_V1 = "kvlab.bench/1"
+SCHEMA_V2 = "kvlab.bench/2"
+SCHEMA_VERSION = SCHEMA_V2  # what export_bench writes
+SCHEMAS = (SCHEMA_V1, SCHEMA_V2)
 
 CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 FLASH_ATTN_MODES = ("on", "off", "auto")
@@ -38,6 +47,12 @@ MAX_INT = 2**31 - 1  # integer columns are 32-bit on PostgreSQL
 MIN_JSON_INT, MAX_JSON_INT = -(2**63), 2**63 - 1
 MAX_JSON_DEPTH = 32
 MAX_TOK_S = 10**7  # a token rate above this is not a measurement
+MAX_TOOL_CHARS = 40  # Run.tool, tool_version, engine
+MAX_TOOL_FORMAT_CHARS = 60
+MAX_FLAGS_CHARS = 10_000
+MAX_ITL_VALUES = 1_000_000
+PROVENANCE_KINDS = ("file", "declared", "derived")
+MAX_PROVENANCE_FIELDS = 64
 
 # Canonical field name -> where it lives in the nested canonical record.
 RUN_FIELDS = {
@@ -58,6 +73,18 @@ RUN_FIELDS = {
     "flash_attn": ("run", "server", "flash_attn"),
     "concurrency": ("run", "workload", "concurrency"),
 }
+# kvlab.bench/2 adds these run fields (RUN_FIELDS stays the kvlab.bench/1 set).
+RUN_FIELDS_V2_ONLY = {
+    "server_flags": ("run", "server", "flags"),
+    "request_rate": ("run", "workload", "request_rate"),
+    "started_at": ("run", "started_at"),
+    "tool": ("run", "tool", "name"),
+    "tool_version": ("run", "tool", "version"),
+    "tool_format": ("run", "tool", "format"),
+    "engine": ("run", "engine"),
+    "provenance": ("run", "provenance"),
+}
+RUN_FIELDS_V2 = {**RUN_FIELDS, **RUN_FIELDS_V2_ONLY}
 REQUEST_FIELDS = {
     "ts": ("request", "ts"),
     "ok": ("request", "ok"),
@@ -71,8 +98,16 @@ REQUEST_FIELDS = {
     "elapsed_s": ("request", "elapsed_s"),
     "ttft_s": ("request", "ttft_s"),
 }
-RUN_FIELD_NAMES = tuple(RUN_FIELDS)
+REQUEST_ITL_PATH = ("request", "itl_s")  # kvlab.bench/2: kept apart from the v1 fields (their content hash)
+RUN_FIELD_NAMES = tuple(RUN_FIELDS_V2)  # a Record's run tuple: the v1 fields, then the v2 ones
 REQUEST_FIELD_NAMES = tuple(REQUEST_FIELDS)
+# The summary of a run (kvlab.bench/2), as a tool reported it, in canonical units.
+SUMMARY_COUNTS = ("n_requests", "n_ok", "n_failed", "n_incomplete")
+SUMMARY_TOKENS = ("input_tokens", "output_tokens")
+SUMMARY_NUMBERS = ("duration_s", "request_rate", "output_tok_s", "total_tok_s")
+SUMMARY_STATS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+STAT_KEYS = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
+SUMMARY_FIELDS = (*SUMMARY_COUNTS, "requests_sampled", *SUMMARY_NUMBERS, *SUMMARY_TOKENS, *SUMMARY_STATS)
 
 # Flat-shape aliases: what lab scripts commonly call each field.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -109,27 +144,38 @@ INVERTED_ALIASES = {"no_kv_offload": "kv_offload"}  # true here means kv_offload
 
 
 class Record(NamedTuple):
-    """One validated request record, fields under their canonical names."""
+    """One validated record, fields under their canonical names: a request, or a run's summary."""
 
-    run: tuple[Any, ...]  # values in RUN_FIELD_NAMES order
-    request: tuple[Any, ...]  # values in REQUEST_FIELD_NAMES order (ts as datetime)
+    run: tuple[Any, ...]  # values in RUN_FIELD_NAMES order (provenance as sorted (field, kind) pairs)
+    request: tuple[Any, ...] | None  # values in REQUEST_FIELD_NAMES order (ts as datetime); None: a summary
     extra: dict[str, Any]
-    content_hash: str
+    content_hash: str  # of a request ("" for a summary)
+    itl: tuple[float, ...] | None = None  # a request's inter-token latencies, seconds (kvlab.bench/2)
+    summary: dict[str, Any] | None = None  # a summary record's aggregates (check_summary's canonical dict)
 
     def run_dict(self) -> dict[str, Any]:
         return dict(zip(RUN_FIELD_NAMES, self.run, strict=True))
 
     def request_dict(self) -> dict[str, Any]:
+        assert self.request is not None, "a summary record has no request"
         return dict(zip(REQUEST_FIELD_NAMES, self.request, strict=True))
 
 
-def normalize(obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None = None) -> Record:
+_NO_V2_RUN_VALUES = (None,) * len(RUN_FIELDS_V2_ONLY)
+
+
+def normalize(
+    obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None = None, *, require_model: bool = True
+) -> Record:
     """Map a decoded line (canonical or flat) to a validated Record.
 
     run_cache, when given, remembers validated run fields by their raw values (and
     types), so the run context that a flat file repeats on every line is checked once.
+    require_model=False lets a line lack the model (the importer then takes a declared one).
     """
     if "schema" in obj:
+        if obj["schema"] == SCHEMA_V2:
+            return _normalize_v2(obj, run_cache, require_model)
         fields, extra = _from_canonical(obj)
         run_raw = tuple(map(fields.get, RUN_FIELD_NAMES))
         request_raw = tuple(map(fields.get, REQUEST_FIELD_NAMES))
@@ -145,21 +191,64 @@ def normalize(obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None 
     if extra:
         check_json(extra, "extra")
     request = _request_values(*request_raw)
-    return Record(_run_values(run_raw, run_cache), request, extra, content_hash(request, extra))
+    return Record(_run_values(run_raw, run_cache, require_model), request, extra, content_hash(request, extra))
+
+
+def _normalize_v2(obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None, require_model: bool) -> Record:
+    fields, extra = _from_canonical(obj)
+    provenance = fields.get("provenance")
+    if provenance is not None:
+        fields["provenance"] = _provenance_pairs(provenance)
+    run = _run_values(tuple(map(fields.get, RUN_FIELD_NAMES)), run_cache, require_model)
+    if extra:
+        check_json(extra, "extra")
+    has_request, has_summary = obj.get("request") is not None, obj.get("summary") is not None
+    if has_request == has_summary:
+        raise RecordError(f"a {SCHEMA_V2} record holds exactly one of 'request' and 'summary'")
+    if has_summary:
+        return Record(run, None, extra, "", None, check_summary(obj["summary"]))
+    request = _request_values(*map(fields.get, REQUEST_FIELD_NAMES))
+    itl = fields.get("itl_s")
+    if itl is None:
+        return Record(run, request, extra, content_hash(request, extra))
+    itl = _itl_values(itl)
+    return Record(run, request, extra, content_hash(request, extra, itl), itl)
+
+
+def _paths(schema: str) -> dict[str, tuple[str, ...]]:
+    if schema == SCHEMA_V1:
+        return {**RUN_FIELDS, **REQUEST_FIELDS}
+    return {**RUN_FIELDS_V2, **REQUEST_FIELDS, "itl_s": REQUEST_ITL_PATH}
+
+
+# For each schema: its field paths, the objects that hold them, and the paths that are leaves.
+_LAYOUTS = {
+    schema: (
+        paths,
+        sorted({path[:i] for path in paths.values() for i in range(1, len(path))}),
+        set(paths.values()),
+        {path[:i] for path in paths.values() for i in range(1, len(path))},
+    )
+    for schema in SCHEMAS
+    for paths in [_paths(schema)]
+}
+_TOP_LEVEL = {
+    SCHEMA_V1: {"schema", "run", "request", "extra"},
+    SCHEMA_V2: {"schema", "run", "request", "summary", "extra"},
+}
 
 
 def _from_canonical(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    if obj["schema"] != SCHEMA_VERSION:
-        raise RecordError(f"unsupported schema {obj['schema']!r}; this kvlab reads {SCHEMA_VERSION!r}")
-    unknown = set(obj) - {"schema", "run", "request", "extra"}
+    schema = obj["schema"]
+    if type(schema) is not str or schema not in _LAYOUTS:
+        raise RecordError(f"unsupported schema {_short(schema)}; this kvlab reads {' and '.join(map(repr, SCHEMAS))}")
+    unknown = set(obj) - _TOP_LEVEL[schema]
     if unknown:
         raise RecordError(
-            f"unknown top-level field {sorted(unknown)[0]!r} in a {SCHEMA_VERSION} record; "
-            "put custom fields under 'extra'"
+            f"unknown top-level field {sorted(unknown)[0]!r} in a {schema} record; put custom fields under 'extra'"
         )
     fields: dict[str, Any] = {}
-    paths = {**RUN_FIELDS, **REQUEST_FIELDS}
-    known_paths = {path[:i] for path in paths.values() for i in range(1, len(path))}
+    paths, known_containers, leaf_paths, known_paths = _LAYOUTS[schema]
     for name, path in paths.items():
         node: Any = obj
         for part in path:
@@ -169,8 +258,7 @@ def _from_canonical(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
         else:
             fields[name] = node
     # Reject misplaced keys, so a typo is not silently read as "absent".
-    leaf_paths = set(paths.values())
-    for container in sorted(known_paths):
+    for container in known_containers:
         node = obj
         for part in container:
             node = node.get(part) if isinstance(node, dict) else None
@@ -259,17 +347,25 @@ def _from_error_object(request_raw: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(fields.values())
 
 
-def _run_values(raw: tuple[Any, ...], cache: dict[Any, tuple[Any, ...]] | None) -> tuple[Any, ...]:
+def _run_values(
+    raw: tuple[Any, ...], cache: dict[Any, tuple[Any, ...]] | None, require_model: bool = True
+) -> tuple[Any, ...]:
     if cache is None:
-        return _check_run_values(*raw)
+        return _checked_run_values(raw, require_model)
     key = (raw, tuple(map(type, raw)))  # types too: 1 == True and 1 == 1.0 in Python
     try:
         return cache[key]
     except KeyError:
-        cache[key] = values = _check_run_values(*raw)
+        cache[key] = values = _checked_run_values(raw, require_model)
         return values
     except TypeError:  # an unhashable value (a list or object) in a run field
-        return _check_run_values(*raw)
+        return _checked_run_values(raw, require_model)
+
+
+def _checked_run_values(raw: tuple[Any, ...], require_model: bool) -> tuple[Any, ...]:
+    if len(raw) < len(RUN_FIELD_NAMES):  # a v1 or flat record: no v2 fields
+        raw = (*raw, *_NO_V2_RUN_VALUES)
+    return _check_run_values(*raw, require_model=require_model)
 
 
 def _check_run_values(
@@ -289,6 +385,16 @@ def _check_run_values(
     kv_offload: Any,
     flash_attn: Any,
     concurrency: Any,
+    server_flags: Any,
+    request_rate: Any,
+    started_at: Any,
+    tool: Any,
+    tool_version: Any,
+    tool_format: Any,
+    engine: Any,
+    provenance: Any,
+    *,
+    require_model: bool = True,
 ) -> tuple[Any, ...]:
     if isinstance(run_id, int) and not isinstance(run_id, bool):
         run_id = str(run_id)
@@ -296,7 +402,7 @@ def _check_run_values(
         _text(run_id, "run", required=True),
         _choice(source, "source", SOURCES),  # absent: "imported" when the run is stored
         _text(label, "label"),
-        _text(model, "model", required=True),
+        _text(model, "model", required=require_model),
         _text(gpu, "gpu"),
         _int(vram_total_mib, "vram_total_mib", minimum=1),
         _int(vram_used_mib, "vram_used_mib", minimum=0),
@@ -309,7 +415,103 @@ def _check_run_values(
         _bool(kv_offload, "kv_offload"),
         _flash_attn(flash_attn),
         _int(concurrency, "concurrency", minimum=1),
+        _text(server_flags, "run.server.flags", limit=MAX_FLAGS_CHARS),
+        _number(request_rate, "run.workload.request_rate"),
+        None if started_at is None else _timestamp(started_at, "run.started_at"),
+        _text(tool, "run.tool.name", limit=MAX_TOOL_CHARS),
+        _text(tool_version, "run.tool.version", limit=MAX_TOOL_CHARS),
+        _text(tool_format, "run.tool.format", limit=MAX_TOOL_FORMAT_CHARS),
+        _text(engine, "run.engine", limit=MAX_TOOL_CHARS),
+        _check_provenance(provenance),
     )
+
+
+def _provenance_pairs(value: Any) -> Any:
+    """A run's provenance object as sorted (field, kind) pairs: hashable, so the run cache keeps it."""
+    if not isinstance(value, dict):
+        raise _wrong_type("run.provenance", "an object", value)
+    return tuple(sorted(value.items()))
+
+
+def _check_provenance(pairs: Any) -> tuple[tuple[str, str], ...] | None:
+    if pairs is None:
+        return None
+    if len(pairs) > MAX_PROVENANCE_FIELDS:
+        raise RecordError(f"'run.provenance' names more than {MAX_PROVENANCE_FIELDS} fields")
+    for name, kind in pairs:
+        _text(name, "run.provenance key", required=True, limit=64)
+        if kind not in PROVENANCE_KINDS:
+            raise RecordError(
+                f"'run.provenance.{name}' must be one of {', '.join(PROVENANCE_KINDS)}; got {_short(kind)}"
+            )
+    return pairs or None
+
+
+def _itl_values(value: Any) -> tuple[float, ...]:
+    if not isinstance(value, list):
+        raise _wrong_type("request.itl_s", "an array of numbers", value)
+    if len(value) > MAX_ITL_VALUES:
+        raise RecordError(f"'request.itl_s' holds more than {MAX_ITL_VALUES:,} values")
+    try:
+        itl = tuple(v if type(v) is float and 0.0 <= v < math.inf else _number(v, "request.itl_s[]") for v in value)
+    except RecordError as exc:
+        raise RecordError(f"{exc} (every inter-token latency is a finite number of seconds, at least 0)") from None
+    if None in itl:
+        raise RecordError("'request.itl_s' holds a null; every inter-token latency is a number of seconds")
+    return itl  # type: ignore[return-value]
+
+
+def check_summary(value: Any) -> dict[str, Any]:
+    """A kvlab.bench/2 summary, validated, in its canonical form (absent and null values left out)."""
+    if not isinstance(value, dict):
+        raise _wrong_type("summary", "an object", value)
+    unknown = set(value) - set(SUMMARY_FIELDS)
+    if unknown:
+        raise RecordError(f"unknown field 'summary.{sorted(unknown)[0]}'; put custom fields under 'extra'")
+    out: dict[str, Any] = {}
+    for name in SUMMARY_COUNTS:
+        out[name] = _int(value.get(name), f"summary.{name}", minimum=0)
+    for name in SUMMARY_TOKENS:
+        out[name] = _big_int(value.get(name), f"summary.{name}")
+    out["requests_sampled"] = _bool(value.get("requests_sampled"), "summary.requests_sampled")
+    for name in SUMMARY_NUMBERS:
+        out[name] = _number(value.get(name), f"summary.{name}")
+    for name in SUMMARY_STATS:
+        stats = value.get(name)
+        if stats is None:
+            continue
+        if not isinstance(stats, dict):
+            raise _wrong_type(f"summary.{name}", "an object", stats)
+        unknown = set(stats) - set(STAT_KEYS)
+        if unknown:
+            raise RecordError(f"unknown field 'summary.{name}.{sorted(unknown)[0]}' (one of {', '.join(STAT_KEYS)})")
+        checked = {key: _number(stats.get(key), f"summary.{name}.{key}") for key in STAT_KEYS}
+        out[name] = {key: v for key, v in checked.items() if v is not None} or None
+    for name in ("n_requests", "n_ok"):
+        if out[name] is None:
+            raise RecordError(f"missing required field: 'summary.{name}'")
+    if out["n_ok"] > out["n_requests"]:
+        raise RecordError(f"'summary.n_ok' ({out['n_ok']}) is more than 'summary.n_requests' ({out['n_requests']})")
+    accounted = out["n_ok"] + (out["n_failed"] or 0) + (out["n_incomplete"] or 0)
+    if accounted > out["n_requests"]:
+        raise RecordError(
+            f"'summary.n_ok' + 'n_failed' + 'n_incomplete' ({accounted}) is more than "
+            f"'summary.n_requests' ({out['n_requests']})"
+        )
+    return {name: v for name, v in out.items() if v is not None}
+
+
+def _big_int(value: object, name: str) -> int | None:
+    """A non-negative integer that a JSON column holds (64-bit), e.g. a run's token total."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _wrong_type(name, "an integer", value)
+    if value < 0:
+        raise RecordError(f"{name!r} must not be negative, got {value}")
+    if value > MAX_JSON_INT:
+        raise RecordError(f"{name!r} is too large: {_short(value)} (at most {MAX_JSON_INT:,})")
+    return value
 
 
 def _request_values(
@@ -364,10 +566,15 @@ def _request_values(
     return (ts, ok, http_status, error, error_type, prompt_tokens, n_predict, output_tokens, tok_s, elapsed_s, ttft_s)
 
 
-def content_hash(request: tuple[Any, ...], extra: dict[str, Any]) -> str:
-    """A stable digest of a request's content: identical records share it."""
+def content_hash(request: tuple[Any, ...], extra: dict[str, Any], itl: tuple[float, ...] | None = None) -> str:
+    """A stable digest of a request's content: identical records share it.
+
+    Without inter-token latencies it is the kvlab.bench/1 digest, so a request stored
+    before kvlab.bench/2 existed is still a duplicate of the same request re-imported.
+    """
     try:
-        payload = orjson.dumps((request, extra), option=orjson.OPT_SORT_KEYS)
+        content = (request, extra) if itl is None else (request, extra, itl)
+        payload = orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError as exc:
         # Python's json reads what orjson (and the database) cannot hold.
         raise RecordError(
@@ -541,46 +748,92 @@ def _flash_attn(value: object) -> str | None:
     return _choice(value, "flash_attn", FLASH_ATTN_MODES)
 
 
-def _timestamp(value: object) -> datetime | None:
+def _timestamp(value: object, name: str = "ts") -> datetime | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise _wrong_type("ts", "an ISO 8601 time or epoch seconds", value)
+        raise _wrong_type(name, "an ISO 8601 time or epoch seconds", value)
     if isinstance(value, (int, float)):
         try:
             return datetime.fromtimestamp(value, tz=UTC)
         except (OverflowError, OSError, ValueError):
-            raise RecordError(f"'ts' is out of range: {value}") from None
+            raise RecordError(f"{name!r} is out of range: {value}") from None
     if not isinstance(value, str):
-        raise _wrong_type("ts", "an ISO 8601 time", value)
-    return _parse_iso_time(value)
+        raise _wrong_type(name, "an ISO 8601 time", value)
+    return _parse_iso_time(value, name)
 
 
 @functools.lru_cache(maxsize=4096)  # the requests of a run often share their timestamps
-def _parse_iso_time(value: str) -> datetime:
+def _parse_iso_time(value: str, name: str = "ts") -> datetime:
     try:
         parsed = datetime.fromisoformat(value)
     except ValueError:
-        raise RecordError(f"'ts' is not an ISO 8601 time: {_short(value)}") from None
+        raise RecordError(f"{name!r} is not an ISO 8601 time: {_short(value)}") from None
     if parsed.tzinfo is None:  # documented: times without an offset are UTC
         return parsed.replace(tzinfo=UTC)
     try:
         return parsed.astimezone(UTC)
     except OverflowError:
-        raise RecordError(f"'ts' is out of range: {_short(value)}") from None
+        raise RecordError(f"{name!r} is out of range: {_short(value)}") from None
+
+
+def _iso(value: datetime) -> str:
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _place(record: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = record
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
 
 
 def to_canonical(run: dict[str, Any], request: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """Build the nested canonical record from canonical field values."""
-    record: dict[str, Any] = {"schema": SCHEMA_VERSION, "run": {}, "request": {}}
+    """Build the nested kvlab.bench/1 record from canonical field values."""
+    record: dict[str, Any] = {"schema": SCHEMA_V1, "run": {}, "request": {}}
     for name, path in {**RUN_FIELDS, **REQUEST_FIELDS}.items():
         value = run[name] if name in RUN_FIELDS else request[name]
         if isinstance(value, datetime):
-            value = value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-        node = record
-        for part in path[:-1]:
-            node = node.setdefault(part, {})
-        node[path[-1]] = value
+            value = _iso(value)
+        _place(record, path, value)
+    if extra:
+        record["extra"] = extra
+    return record
+
+
+def to_canonical_v2(
+    run: dict[str, Any],
+    *,
+    request: dict[str, Any] | None = None,
+    itl: Any = None,
+    summary: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Build a kvlab.bench/2 record (a request, or a run's summary) from canonical field values.
+
+    Every kvlab.bench/1 key is written (null where unknown), as kvlab.bench/1 exports do; of
+    the kvlab.bench/2 run fields only those the run has.
+    """
+    record: dict[str, Any] = {"schema": SCHEMA_V2, "run": {}}
+    for name, path in RUN_FIELDS_V2.items():
+        value = run.get(name)
+        if value is None and name in RUN_FIELDS_V2_ONLY:
+            continue
+        if isinstance(value, datetime):
+            value = _iso(value)
+        elif name == "provenance":
+            value = dict(value or ())
+        _place(record, path, value)
+    if summary is not None:
+        record["summary"] = summary
+    else:
+        assert request is not None, "a record is a request or a summary"
+        record["request"] = {}
+        for name, path in REQUEST_FIELDS.items():
+            value = request[name]
+            _place(record, path, _iso(value) if isinstance(value, datetime) else value)
+        if itl is not None:
+            record["request"]["itl_s"] = list(itl)
     if extra:
         record["extra"] = extra
     return record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -11,6 +12,10 @@ from django.db.models import F, Q, Value
 from ..history.metrics import summarize
 from ..history.outcomes import outcome_of
 from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
+from ..history.summaries import with_tool_summary
+
+# Run attribute of a canonical run field, where the names differ.
+RUN_ATTRIBUTES = {"run_id": "key"}
 
 
 class Run(models.Model):
@@ -53,6 +58,13 @@ class Run(models.Model):
         max_length=40, blank=True, default="", db_default="", help_text="the benchmark tool, e.g. vllm, guidellm, kvlab"
     )
     tool_version = models.CharField(max_length=40, blank=True, default="", db_default="")
+    tool_format = models.CharField(
+        max_length=60,
+        blank=True,
+        default="",
+        db_default="",
+        help_text="which of the tool's outputs, e.g. 'vllm bench serve'",
+    )
     engine = models.CharField(
         max_length=40, blank=True, default="", db_default="", help_text="the serving engine, e.g. llama.cpp, vllm"
     )
@@ -65,6 +77,7 @@ class Run(models.Model):
     # The tool's own aggregates (kvlab.bench/2 summary, canonical units). When set, n_requests and n_ok are
     # the tool's counts, never recomputed from a sample of requests.
     summary = models.JSONField(null=True, blank=True)
+    summary_extra = models.JSONField(null=True, blank=True, help_text="the summary record's keys kvlab does not map")
     requests_sampled = models.BooleanField(
         default=False, db_default=False, help_text="the stored requests are a sample of the run's"
     )
@@ -115,15 +128,27 @@ class Run(models.Model):
         return self.key
 
     def refresh_summary(self) -> None:
-        """Recompute the aggregates from the stored requests (metrics.summarize) and save the run."""
+        """Recompute the aggregates from the stored requests (metrics.summarize) and the tool's summary, and save."""
         requests = self.requests.values_list(*REQUEST_FIELD_NAMES).order_by("seq")
-        for name, value in summarize(requests, self.wall_s)._asdict().items():
+        aggregates, provenance = with_tool_summary(
+            summarize(requests, self.wall_s), self.summary, started_at=self.started_at_given()
+        )
+        for name, value in aggregates._asdict().items():
             setattr(self, name, value)
+        self.provenance = {**(self.provenance or {}), **provenance}
+        self.requests_sampled = bool(self.summary and self.summary.get("requests_sampled"))
         self.save()
+
+    def started_at_given(self) -> datetime | None:
+        """started_at when the record (or the user) gave it, not derived from the requests."""
+        given = (self.provenance or {}).get("started_at") in ("file", "declared")
+        return self.started_at if given else None
 
     def record_values(self) -> dict[str, Any]:
         """The run's fields under their canonical record names, absent ones as None."""
-        values = {name: getattr(self, "key" if name == "run_id" else name) for name in RUN_FIELD_NAMES}
+        values = {name: getattr(self, RUN_ATTRIBUTES.get(name, name)) for name in RUN_FIELD_NAMES}
+        values["started_at"] = self.started_at_given()
+        values["provenance"] = tuple(sorted(self.provenance.items())) if self.provenance else None
         return {name: (None if value == "" else value) for name, value in values.items()}
 
     @property
@@ -153,6 +178,7 @@ class RequestResult(models.Model):
     elapsed_s = models.FloatField(null=True)
     ttft_s = models.FloatField("TTFT (s)", null=True)
     extra = models.JSONField(default=dict, blank=True)
+    itl_s = models.JSONField("inter-token latencies (s)", null=True, blank=True)
     # Idempotent imports: identical records of a run are told apart by occurrence.
     content_hash = models.CharField(max_length=32)
     occurrence = models.PositiveIntegerField(default=0)
@@ -212,6 +238,8 @@ class FileImport(models.Model):
     n_duplicate = models.PositiveIntegerField(default=0)
     n_rejected = models.PositiveIntegerField(default=0)
     n_runs = models.PositiveIntegerField("runs touched", default=0)
+    n_new_runs = models.PositiveIntegerField("runs stored", default=0, db_default=0)
+    n_summaries = models.PositiveIntegerField("run summaries stored", default=0, db_default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -1,0 +1,93 @@
+"""A run's figures when a benchmark tool reported its aggregates (a kvlab.bench/2 summary). Pure.
+
+One rule for the importer and Run.refresh_summary:
+
+* the run's counts (n_requests, n_ok) are the tool's own, never recomputed from the
+  request rows, which may be a sample or missing;
+* when the run has every request row (not a sample, as many rows as the tool counted),
+  its latency and throughput figures are computed from the rows as for any run;
+  otherwise they are the tool's: TTFT p50/p95 and E2E p95 (ms → s), output tok/s, the
+  output token total, the duration as the wall time, and the mean decode rate as
+  1000 / mean TPOT (ms) — "derived", since a tool reports TPOT, not tok/s;
+* a run where no request succeeded gets no latency or throughput figure (a tool that
+  writes 0.0 for every statistic of a failed run must not make it the fastest run).
+
+Each figure taken from the summary is named in the returned provenance: "file" (the
+tool's value, in kvlab's units) or "derived" (computed from the tool's values).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from .metrics import RunSummary
+
+WALL_REPORTED = "reported"  # Run.WallSource.REPORTED: the wall time a file states
+# Run column -> (summary statistic, its keys in order of preference)
+_SECONDS_FROM_MS = {
+    "ttft_p50": ("ttft_ms", ("p50", "median")),
+    "ttft_p95": ("ttft_ms", ("p95",)),
+    "e2e_p95": ("e2e_ms", ("p95",)),
+}
+_FROM_ROWS = (
+    "tok_s_mean",
+    "tok_s_min",
+    "tok_s_max",
+    "throughput_tok_s",
+    "output_tokens_total",
+    "ttft_p50",
+    "ttft_p95",
+    "e2e_p95",
+)
+
+
+def has_every_request(aggregates: RunSummary, summary: dict[str, Any]) -> bool:
+    """The run's request rows are all of the tool's requests (its figures can come from them)."""
+    return (
+        not summary.get("requests_sampled")
+        and aggregates.n_requests > 0
+        and aggregates.n_requests >= summary["n_requests"]
+    )
+
+
+def with_tool_summary(
+    aggregates: RunSummary, summary: dict[str, Any] | None, *, started_at: datetime | None = None
+) -> tuple[RunSummary, dict[str, str]]:
+    """The run's aggregates with the tool's summary applied, and the provenance of what it set."""
+    if started_at is not None:
+        aggregates = aggregates._replace(started_at=started_at)
+    if summary is None:
+        return aggregates, {}
+    values: dict[str, Any] = {"n_requests": summary["n_requests"], "n_ok": summary["n_ok"]}
+    provenance = {"n_requests": "file", "n_ok": "file"}
+    if not has_every_request(aggregates, summary):
+        values.update(dict.fromkeys(_FROM_ROWS))
+        if summary["n_ok"] > 0:
+            figures = _figures(summary)
+            values.update(figures)
+            provenance.update(dict.fromkeys(figures, "file"))
+            if "tok_s_mean" in figures:
+                provenance["tok_s_mean"] = "derived"
+        duration = summary.get("duration_s")
+        if duration is not None and aggregates.effective_wall_source != WALL_REPORTED:
+            values.update(effective_wall_s=duration, effective_wall_source=WALL_REPORTED)
+            provenance["effective_wall_s"] = "file"
+    return aggregates._replace(**values), provenance
+
+
+def _figures(summary: dict[str, Any]) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for column, (stat, keys) in _SECONDS_FROM_MS.items():
+        stats = summary.get(stat) or {}
+        value = next((stats[key] for key in keys if stats.get(key) is not None), None)
+        if value is not None:
+            figures[column] = value / 1000
+    if summary.get("output_tok_s") is not None:
+        figures["throughput_tok_s"] = summary["output_tok_s"]
+    if summary.get("output_tokens") is not None:
+        figures["output_tokens_total"] = summary["output_tokens"]
+    tpot_mean = (summary.get("tpot_ms") or {}).get("mean")
+    if tpot_mean:
+        figures["tok_s_mean"] = 1000 / tpot_mean
+    return figures
