@@ -543,3 +543,57 @@ def test_a_llama_bench_line_has_no_kvlab_run_id() -> None:
 def test_a_directory_is_not_llama_bench(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match="one file"):
         convert(Source(tmp_path, files=(tmp_path / "a.json",)))
+
+
+# --- through the import pipeline ----------------------------------------------------------------
+
+
+def imported(path: Path) -> Any:
+    from benchmarks.history.importer import import_path
+
+    return import_path(path, origin="command")
+
+
+@pytest.mark.django_db
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="reader._Pieces marshals run values, and a kvlab.bench/2 run.started_at is a datetime: "
+    "'ValueError: unmarshallable object' (passes with started_at left out)",
+)
+def test_the_same_results_as_json_then_jsonl_are_a_duplicate(tmp_path: Path) -> None:
+    from benchmarks.models import RequestResult, Run
+
+    first = imported(write(tmp_path, "r.json", as_json(PP_TG)).path)
+    assert (first.status, first.format, first.n_new_runs, first.n_imported) == ("imported", "llama-bench", 2, 8)
+    run = Run.objects.get(label="pp512")
+    assert (run.n_requests, run.n_ok, run.engine, run.tool) == (5, 5, "llama.cpp", "llama-bench")
+    second = imported(write(tmp_path, "r.jsonl", as_jsonl(PP_TG)).path)
+    assert (second.status, second.n_new_runs, second.n_imported) == ("imported", 0, 0)
+    assert (Run.objects.count(), RequestResult.objects.count()) == (2, 8)
+
+
+@pytest.mark.django_db
+@pytest.mark.xfail(
+    strict=True,
+    reason="llama-bench's CSV/SQL print no repetition count; kvlab.bench/2 summaries require n_requests "
+    "(records.check_summary) — the pipeline has to accept a summary without counts",
+)
+def test_the_same_results_as_json_then_csv_are_a_duplicate(tmp_path: Path) -> None:
+    from benchmarks.models import Run
+
+    imported(write(tmp_path, "r.json", as_json(PP_TG)).path)
+    second = imported(write(tmp_path, "r.csv", as_csv(PP_TG)).path)
+    assert (second.status, second.n_new_runs) == ("imported", 0)
+    assert Run.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_a_crashed_json_run_stores_nothing(tmp_path: Path) -> None:
+    from benchmarks.models import RequestResult, Run
+
+    rejected = imported(write(tmp_path, "crashed.json", as_json(PP_TG, crashed=True)).path)
+    assert rejected.status == "rejected"
+    reasons = [line.reason for line in rejected.rejected_lines.all()]
+    assert any("no closing ']': llama-bench crashed" in reason for reason in reasons), reasons
+    assert (Run.objects.count(), RequestResult.objects.count()) == (0, 0)
