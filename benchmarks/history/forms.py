@@ -16,6 +16,7 @@ from django.utils.html import format_html
 
 from ..models import Run
 from . import outcomes, values
+from .formats import Declared
 
 # Public sort names -> Run columns. "-name" sorts descending.
 SORTS = {
@@ -222,8 +223,64 @@ class CompareForm(forms.Form):
         return ids
 
 
-class ImportForm(forms.Form):
-    file = forms.FileField(
-        label="bench_results.jsonl",
-        help_text="One JSON object per line, canonical kvlab.bench/1 or the flat lab shape.",
+class DeclaredForm(forms.Form):
+    """What a file lacks but its runs need, declared by the user (import_bench's options, the upload form).
+
+    A declared value never overrides one the file holds; the run's provenance says which it was.
+    """
+
+    gpu = forms.CharField(label="GPU", required=False, max_length=200, help_text="e.g. RTX 4090 24GB")
+    engine = forms.CharField(required=False, max_length=40, help_text="llama.cpp, vllm, sglang, …")
+    label = forms.CharField(required=False, max_length=200)
+    model = forms.CharField(required=False, max_length=200)
+    server_flags = forms.CharField(
+        label="server flags",
+        required=False,
+        max_length=10_000,
+        help_text="the server's command line, e.g. -c 16384 -np 4",
     )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        for name, value in data.items():
+            if isinstance(value, str) and "\x00" in value:
+                self.add_error(name, "contains a NUL character")
+        return data
+
+    def declared(self) -> Declared:
+        return Declared(**{name: self.cleaned_data.get(name) or "" for name in type(self).base_fields})
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> list[Any]:
+        single = super().clean
+        if isinstance(data, (list, tuple)) and data:
+            return [single(d, initial) for d in data]
+        return [single(data or None, initial)]
+
+
+class ImportForm(DeclaredForm):
+    file = MultipleFileField(
+        label="files",
+        help_text=(
+            "kvlab JSONL (kvlab.bench/1 or /2, or the flat lab shape) or another tool's result files: vLLM, SGLang, "
+            "GuideLLM, AIPerf, GenAI-Perf, llmperf, llama-bench — detected from the content. Several files that "
+            "belong together (a vLLM sweep, an llmperf summary with its responses) are read as one directory."
+        ),
+    )
+    server_log = forms.FileField(
+        label="llama-server start-up log", required=False, help_text="attached to the imported runs"
+    )
+
+    field_order = ["file", "gpu", "engine", "label", "model", "server_flags", "server_log"]
+
+    def declared(self) -> Declared:
+        return Declared(**{name: self.cleaned_data.get(name) or "" for name in DeclaredForm.base_fields})

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from .formats import Declared, registry
 from .jsonl import LineError, RecordError
 from .metrics import RunSummary, summarize
 from .reader import ParsedRun, Rejects, SpilledFile, read_bench_file
-from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record
+from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record, storable_text
 from .summaries import with_tool_summary
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,22 @@ class ServerLog:
 
     text: str
     parsed: dict[str, Any] | None = None
+
+
+def read_server_log(text: str) -> ServerLog:
+    """The log's text, with its parsed configuration when the llama-server log parser is there and reads it."""
+    text = storable_text(text)
+    try:
+        from benchmarks.history.formats.llama_server_log import parse_startup_log
+    except ImportError:
+        return ServerLog(text)
+    try:
+        parsed: Any = parse_startup_log(text)
+    except Exception:  # a log the parser cannot read is still kept, as text
+        return ServerLog(text)
+    if hasattr(parsed, "to_dict"):
+        parsed = parsed.to_dict()
+    return ServerLog(text, parsed if isinstance(parsed, dict) else None)
 
 
 @dataclass
@@ -190,6 +207,40 @@ def import_path(
         )
     with stream:
         return import_bench_file(stream, **common)
+
+
+def import_uploads(
+    uploads: Sequence[Any],
+    *,
+    origin: str,
+    user: Any = None,
+    declared: Declared | None = None,
+    server_log: ServerLog | None = None,
+) -> list[FileImport]:
+    """Import uploaded files: kvlab JSONL streams straight in; other formats are written to a private
+    directory first (converters read files). Several files that a format claims together (a vLLM
+    sweep, an llmperf summary with its responses) are one import; otherwise each file is one."""
+    common: dict[str, Any] = {"origin": origin, "user": user, "declared": declared, "server_log": server_log}
+    with tempfile.TemporaryDirectory(prefix="kvlab-upload-") as tmp:
+        folder = Path(tmp)
+        paths = []
+        for i, upload in enumerate(uploads):
+            name = Path(upload.name or "upload").name.lstrip(".") or "upload"
+            path = folder / f"{i:03d}" / name  # one folder each: two uploads may share a name
+            path.parent.mkdir()
+            with path.open("wb") as fh:
+                for chunk in upload.chunks():
+                    fh.write(chunk)
+            paths.append(path)
+        if len(paths) > 1:
+            together = registry.detect(folder)
+            if together not in (registry.DIRECTORY, None):
+                names = ", ".join(Path(u.name).name for u in uploads)
+                return [import_path(folder, format=together, filename=names[:255], **common)]
+        return [
+            import_path(path, filename=Path(upload.name).name, **common)
+            for path, upload in zip(paths, uploads, strict=True)
+        ]
 
 
 def _record_rejection(

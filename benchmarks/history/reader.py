@@ -30,6 +30,7 @@ EXCERPT_BYTES = 161  # of a line, kept for the excerpt should its run fields be 
 DECLARABLE = ("label", "model", "gpu", "engine", "server_flags")
 _INDEX = {name: i for i, name in enumerate(RUN_FIELD_NAMES)}
 _PROVENANCE = _INDEX["provenance"]
+_STARTED_AT = _INDEX["started_at"]
 
 
 class Rejects:
@@ -222,7 +223,7 @@ class SpilledFile:
                 run = None
             for line_no, values, ts_us, request, extra, content_hash, excerpt, special in marshal.loads(lines):
                 if values is not None:
-                    run_values = values
+                    run_values = values if values[_STARTED_AT] is None else _unspill_run(values)
                 if special is None:
                     ts = None if ts_us is None else _EPOCH + timedelta(microseconds=ts_us)
                     record = Record(run_values, (ts, *request), extra, content_hash)
@@ -239,6 +240,11 @@ class SpilledFile:
                     self.rejects.add(LineError(line_no, str(exc), excerpt_of(excerpt or b"")))
         if run is not None:
             yield run
+
+
+def _unspill_run(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    started_at = _EPOCH + timedelta(microseconds=values[_STARTED_AT])
+    return (*values[:_STARTED_AT], started_at, *values[_STARTED_AT + 1 :])
 
 
 def read_bench_file(stream: IO[bytes], *, max_line_bytes: int, require_model: bool = True) -> SpilledFile:
@@ -285,6 +291,8 @@ class _Pieces:
         values = excerpt = None
         if run is not self.last_values and run != self.last_values:
             values, excerpt, self.last_values = run, raw[:EXCERPT_BYTES], run
+            if run[_STARTED_AT] is not None:  # marshal writes no datetime
+                values = (*run[:_STARTED_AT], (run[_STARTED_AT] - _EPOCH) // _MICROSECOND, *run[_STARTED_AT + 1 :])
         if request is None:  # a summary record
             self.lines.append((line_no, values, None, None, record.extra, "", excerpt, record.summary))
             return

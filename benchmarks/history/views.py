@@ -26,7 +26,7 @@ from ..models import FileImport, RequestResult, Run
 from .comparison import compare_rows
 from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm, ValueSearchForm
-from .importer import import_bench_file
+from .importer import import_uploads, read_server_log
 from .metrics import distribution
 
 REQUESTS_PER_PAGE = 200
@@ -227,14 +227,26 @@ def import_upload_checked(request: HtmxHttpRequest) -> HttpResponse:
         return _too_large(request, limit)
     if not form.is_valid():
         return render(request, "benchmarks/import_form.html", {"form": form, "limit": limit}, status=400)
-    upload = form.cleaned_data["file"]
-    file_import = import_bench_file(upload, filename=upload.name, origin=FileImport.Origin.UPLOAD, user=request.user)
+    server_log = form.cleaned_data.get("server_log")
+    results = import_uploads(
+        form.cleaned_data["file"],
+        origin=FileImport.Origin.UPLOAD,
+        user=request.user,
+        declared=form.declared(),
+        server_log=read_server_log(server_log.read().decode("utf-8", "replace")) if server_log else None,
+    )
+    if len(results) > 1:
+        status = 422 if any(r.status == FileImport.Status.REJECTED for r in results) else 200
+        context = {"form": form, "limit": limit, "results": results}
+        return render(request, "benchmarks/import_form.html", context, status=status)
+    file_import = results[0]
     if file_import.status == FileImport.Status.REJECTED:
         return _render_import(request, file_import, status=422)
+    summaries = f" and {file_import.n_summaries} run summaries" if file_import.n_summaries else ""
     messages.success(
         request,
-        f"Imported {file_import.n_imported} records ({file_import.n_duplicate} duplicates) "
-        f"into {file_import.n_runs} runs.",
+        f"Imported {file_import.n_imported} records{summaries} "
+        f"({file_import.n_duplicate} duplicates) into {file_import.n_runs} runs.",
     )
     url = reverse("import-detail", args=[file_import.pk])
     if request.htmx:

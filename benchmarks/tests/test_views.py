@@ -293,7 +293,7 @@ def test_the_export_download_writes_canonical_jsonl_of_the_filtered_runs(client,
     assert response.status_code == 200
     assert response["Content-Disposition"].startswith('attachment; filename="kvlab-runs-')
     lines = body.splitlines()
-    assert len(lines) == 4 and all(line.startswith(b'{"schema":"kvlab.bench/1"') for line in lines)
+    assert len(lines) == 4 and all(line.startswith(b'{"schema":"kvlab.bench/2"') for line in lines)
     assert {b'"id":"c2-single"' in line or b'"id":"c2-x3"' in line for line in lines} == {True}
 
 

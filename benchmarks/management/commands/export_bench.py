@@ -1,4 +1,4 @@
-"""python manage.py export_bench [--out FILE] [--run ID ...] — write canonical JSONL."""
+"""python manage.py export_bench [--out FILE] [--run ID ...] [--schema kvlab.bench/1] — write canonical JSONL."""
 
 from __future__ import annotations
 
@@ -10,27 +10,34 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.history.exporter import export_lines
+from benchmarks.history.exporter import SCHEMAS, export_lines, skipped_by_v1
+from benchmarks.history.records import SCHEMA_V1, SCHEMA_V2
 from benchmarks.models import Run
 
 
 class Command(BaseCommand):
-    help = "Export runs as canonical kvlab.bench/1 JSONL (standard output unless --out)."
+    help = (
+        "Export runs as canonical kvlab.bench/2 JSONL (standard output unless --out): each run's summary, if a tool "
+        "reported one, and its requests. --schema kvlab.bench/1 writes the old format (runs with requests only)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--out", help="file to write; written whole or not at all")
         parser.add_argument("--run", action="append", default=[], help="run id to export (repeatable)")
+        parser.add_argument("--schema", choices=SCHEMAS, default=SCHEMA_V2, help="record format (default: %(default)s)")
 
-    def handle(self, *args: Any, out: str | None, run: list[str], **options: Any) -> None:
+    def handle(self, *args: Any, out: str | None, run: list[str], schema: str, **options: Any) -> None:
         runs = Run.objects.all()
         if run:
             runs = runs.filter(key__in=run)
             missing = set(run) - set(runs.values_list("key", flat=True))
             if missing:
                 raise CommandError(f"unknown run id(s): {', '.join(sorted(missing))}")
+        if schema == SCHEMA_V1 and (skipped := skipped_by_v1(runs)):
+            self.stderr.write(f"{skipped} run(s) without requests left out: {SCHEMA_V1} holds requests only")
         if out is None:
             try:
-                for line in export_lines(runs):
+                for line in export_lines(runs, schema):
                     sys.stdout.buffer.write(line)
                 sys.stdout.buffer.flush()
             except BrokenPipeError:  # `export_bench | head` closed the pipe early
@@ -42,7 +49,7 @@ class Command(BaseCommand):
         n = 0
         try:
             with os.fdopen(fd, "wb") as fh:
-                for line in export_lines(runs):
+                for line in export_lines(runs, schema):
                     fh.write(line)
                     n += 1
             os.replace(tmp, target)
