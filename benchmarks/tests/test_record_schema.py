@@ -81,15 +81,15 @@ def test_every_exported_record_validates_against_the_json_schema(validator: Draf
 @pytest.mark.django_db
 def test_exported_records_carry_every_key_and_a_boolean_outcome(schema: dict[str, Any]) -> None:
     _import_demo()
-    expected = {path for path in _leaf_paths(schema, ()) if path[0] in ("run", "request")}
+    v1_paths = set(records.RUN_FIELDS.values()) | set(records.REQUEST_FIELDS.values())
+    v2_paths = set(records.RUN_FIELDS_V2_ONLY.values()) | {records.REQUEST_ITL_PATH}
 
     for line in export_lines(Run.objects.all()):
         record = orjson.loads(line)
-        assert record["schema"] == records.SCHEMA_VERSION
-        assert (
-            _leaf_paths_of_value(record["run"], ("run",)) | _leaf_paths_of_value(record["request"], ("request",))
-            == expected
-        )
+        assert record["schema"] == records.SCHEMA_VERSION == records.SCHEMA_V2
+        exported = _leaf_paths_of_value(record["run"], ("run",)) | _leaf_paths_of_value(record["request"], ("request",))
+        assert v1_paths <= exported <= v1_paths | v2_paths
+        assert record["run"]["provenance"] == {"label": "file", "model": "file", "gpu": "file"}
         assert isinstance(record["request"]["ok"], bool)
         assert "extra" not in record or record["extra"]
 
@@ -97,7 +97,7 @@ def test_exported_records_carry_every_key_and_a_boolean_outcome(schema: dict[str
 def _leaf_paths_of_value(value: dict[str, Any], prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
     paths: set[tuple[str, ...]] = set()
     for key, child in value.items():
-        if isinstance(child, dict):
+        if isinstance(child, dict) and (*prefix, key) != ("run", "provenance"):
             paths |= _leaf_paths_of_value(child, (*prefix, key))
         else:
             paths.add((*prefix, key))
@@ -117,12 +117,18 @@ def test_the_documented_example_line_is_what_the_exporter_writes() -> None:
 
 def test_schema_fields_are_exactly_the_canonical_fields_of_records_py(schema: dict[str, Any]) -> None:
     described = _leaf_paths(schema, ())
+    summary_paths = {("summary", name) for name in records.SUMMARY_FIELDS if name not in records.SUMMARY_STATS}
+    summary_paths |= {("summary", stat, key) for stat in records.SUMMARY_STATS for key in records.STAT_KEYS}
 
-    assert described - {("schema",), ("extra",)} == set(records.RUN_FIELDS.values()) | set(
-        records.REQUEST_FIELDS.values()
+    assert (
+        described - {("schema",), ("extra",)}
+        == set(records.RUN_FIELDS_V2.values())
+        | set(records.REQUEST_FIELDS.values())
+        | {records.REQUEST_ITL_PATH}
+        | summary_paths
     )
-    assert set(schema["properties"]) == {"schema", "run", "request", "extra"}
-    assert schema["properties"]["schema"]["const"] == records.SCHEMA_VERSION
+    assert set(schema["properties"]) == {"schema", "run", "request", "summary", "extra"}
+    assert schema["properties"]["schema"]["enum"] == [records.SCHEMA_V2, records.SCHEMA_V1]
 
 
 def test_schema_enums_and_limits_are_those_of_records_py(schema: dict[str, Any]) -> None:
@@ -235,7 +241,24 @@ REJECTED_BY_BOTH = {
     "unknown top-level key": _canonical(note="x"),
     "server not an object": _canonical(**{"run.server": [12288]}),
     "extra not an object": _canonical(extra="note"),
-    "other schema version": _canonical(schema="kvlab.bench/2"),
+    "other schema version": _canonical(schema="kvlab.bench/3"),
+    "a v2 field in a v1 record": _canonical(**{"run.engine": "vllm"}),
+    "a v2 server field in a v1 record": _canonical(**{"run.server.flags": "-c 1"}),
+    "itl_s in a v1 record": _canonical(**{"request.itl_s": [0.1]}),
+    "a summary in a v1 record": _canonical(summary={"n_requests": 1, "n_ok": 1}),
+    "v2 with neither request nor summary": _canonical(schema="kvlab.bench/2", request=_DELETE),
+    "v2 with both request and summary": _canonical(schema="kvlab.bench/2", summary={"n_requests": 1, "n_ok": 1}),
+    "v2 summary without n_ok": _canonical(schema="kvlab.bench/2", request=_DELETE, summary={"n_requests": 1}),
+    "v2 summary with an unknown statistic": _canonical(
+        schema="kvlab.bench/2", request=_DELETE, summary={"n_requests": 1, "n_ok": 1, "ttft_ms": {"p999": 1}}
+    ),
+    "v2 summary with a negative duration": _canonical(
+        schema="kvlab.bench/2", request=_DELETE, summary={"n_requests": 1, "n_ok": 1, "duration_s": -1}
+    ),
+    "v2 unknown provenance kind": _canonical(schema="kvlab.bench/2", **{"run.provenance": {"gpu": "guess"}}),
+    "v2 tool name over 40 characters": _canonical(schema="kvlab.bench/2", **{"run.tool": {"name": "x" * 41}}),
+    "v2 unknown tool key": _canonical(schema="kvlab.bench/2", **{"run.tool": {"nom": "vllm"}}),
+    "v2 negative inter-token latency": _canonical(schema="kvlab.bench/2", **{"request.itl_s": [-0.1]}),
     "missing run id": _canonical(**{"run.id": _DELETE}),
     "empty run id": _canonical(**{"run.id": ""}),
     "missing model": _canonical(**{"run.model": _DELETE}),
@@ -310,6 +333,53 @@ ACCEPTED_BY_BOTH = {
     "names at the length limit": _canonical(**{"run.label": "x" * 200, "run.id": "é" * 200}),
     "extra with anything": _canonical(extra={"note": "post", "timings": {"predicted_n": 1738}, "tags": [1, None]}),
     "null extra": _canonical(extra=None),
+    "a v2 request with every v2 field": _canonical(
+        schema="kvlab.bench/2",
+        **{
+            "run.server.flags": "-c 12288 -np 1",
+            "run.workload.request_rate": 2.5,
+            "run.started_at": "2026-09-18T21:00:00Z",
+            "run.tool": {"name": "vllm", "version": "0.9.1", "format": "vllm bench serve"},
+            "run.engine": "vllm",
+            "run.provenance": {"gpu": "declared", "model": "file", "ttft_p50": "derived"},
+            "request.itl_s": [0.04, 0.05, 0],
+        },
+    ),
+    "a v2 summary": _canonical(
+        schema="kvlab.bench/2",
+        request=_DELETE,
+        summary={
+            "n_requests": 10,
+            "n_ok": 8,
+            "n_failed": 1,
+            "n_incomplete": 1,
+            "requests_sampled": True,
+            "duration_s": 12.5,
+            "request_rate": 0.8,
+            "output_tok_s": 120,
+            "total_tok_s": 900.5,
+            "input_tokens": 40000,
+            "output_tokens": 1500,
+            "ttft_ms": {
+                "mean": 120,
+                "median": 100,
+                "std": 10,
+                "min": 80,
+                "max": 300,
+                "p50": 100,
+                "p90": 200,
+                "p95": 250,
+                "p99": 290,
+            },  # fmt: skip
+            "itl_ms": {"mean": 20},
+            "tpot_ms": None,
+            "e2e_ms": {"p95": 9000},
+        },
+    ),
+    "a v2 summary with the required counts only": _canonical(
+        schema="kvlab.bench/2", request=_DELETE, summary={"n_requests": 0, "n_ok": 0}
+    ),
+    "a v2 request without v2 fields": _canonical(schema="kvlab.bench/2"),
 }
 
 
@@ -334,7 +404,14 @@ def test_records_the_json_schema_accepts_are_accepted_by_the_importer(
 @pytest.mark.parametrize("record", ACCEPTED_BY_BOTH.values(), ids=ACCEPTED_BY_BOTH.keys())
 def test_an_accepted_record_reexported_still_validates(validator: Draft202012Validator, record: dict[str, Any]) -> None:
     normalized = records.normalize(record)
-    exported = records.to_canonical(normalized.run_dict(), normalized.request_dict(), normalized.extra)
+    if record["schema"] == records.SCHEMA_V1:
+        exported = records.to_canonical(normalized.run_dict(), normalized.request_dict(), normalized.extra)
+    elif normalized.summary is not None:
+        exported = records.to_canonical_v2(normalized.run_dict(), summary=normalized.summary, extra=normalized.extra)
+    else:
+        exported = records.to_canonical_v2(
+            normalized.run_dict(), request=normalized.request_dict(), itl=normalized.itl, extra=normalized.extra
+        )
 
     assert validator.is_valid(orjson.loads(orjson.dumps(exported)))
     assert records.normalize(exported) == normalized
