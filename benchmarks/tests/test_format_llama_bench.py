@@ -555,12 +555,6 @@ def imported(path: Path) -> Any:
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="reader._Pieces marshals run values, and a kvlab.bench/2 run.started_at is a datetime: "
-    "'ValueError: unmarshallable object' (passes with started_at left out)",
-)
 def test_the_same_results_as_json_then_jsonl_are_a_duplicate(tmp_path: Path) -> None:
     from benchmarks.models import RequestResult, Run
 

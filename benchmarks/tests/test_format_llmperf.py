@@ -392,12 +392,6 @@ def test_what_is_not_llmperf() -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="reader._Pieces marshals run values, and a kvlab.bench/2 run.started_at is a datetime: "
-    "'ValueError: unmarshallable object' (passes with started_at left out)",
-)
 def test_a_run_imported_joined_then_summary_only_is_a_duplicate(tmp_path: Path) -> None:
     from benchmarks.history.importer import import_path
     from benchmarks.models import RequestResult, Run
