@@ -321,13 +321,14 @@ def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects:
     if context.server_log is not None:
         context.keys.extend(run.key for run in runs)
     run_ids = _run_ids([run.key for run in new_runs])
-    request_row = _request_row_builder()
+    builder = _RequestRows()
+    request_row = builder.build
     rows = [
         request_row(run_ids[run.key], seq, record, occurrence)
         for run in new_runs
         for seq, (_line_no, record, occurrence) in enumerate(run.records)
     ]
-    _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
+    builder.insert(rows)
     stored = len(rows)
     stored_runs = [run for run in runs if run.key in existing]
     for group in _batches(stored_runs, lambda run: existing[run.key].n_requests):  # what each run holds is read
@@ -354,7 +355,8 @@ def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run], context
     """Add the requests (and summary) that stored runs do not hold yet and fill their missing fields;
     requests stored."""
     known = _known_requests([existing[run.key].pk for run in runs])
-    request_row = _request_row_builder()
+    builder = _RequestRows()
+    request_row = builder.build
     rows: list[tuple[Any, ...]] = []
     touched: list[Run] = []
     for parsed_run in runs:
@@ -373,7 +375,7 @@ def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run], context
             filled = True
         if len(rows) > before or filled:
             touched.append(stored_run)
-    _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
+    builder.insert(rows)
     for run in touched:
         run.refresh_summary()
     return len(rows)
@@ -484,7 +486,6 @@ REQUEST_INSERT_COLUMNS = (
     "extra",
     "content_hash",
     "occurrence",
-    "itl_s",
 )
 _RUN_INDEX = {name: i for i, name in enumerate(RUN_FIELD_NAMES)}
 _STORED_INDEXES = tuple(_RUN_INDEX[name] for name in _STORED_RUN_FIELDS)
@@ -518,6 +519,8 @@ def datetime_adapter() -> Callable[[datetime | None], Any]:
 def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
     adapt_datetime = datetime_adapter()
     json_field = Run._meta.get_field("summary")
+    provenance_json: dict[Any, Any] = {}
+    null_json = json_field.get_db_prep_save(None, connection)
     created_at = adapt_datetime(timezone.now())
     rows = []
     for parsed_run in runs:
@@ -533,14 +536,21 @@ def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
             parsed_run.summary,
             started_at=all_values[_RUN_INDEX["started_at"]],
         )
-        provenance = {**parsed_run.provenance, **provenance}
-        values[_PROVENANCE_INDEX] = json_field.get_db_prep_save(provenance, connection)
+        pairs = all_values[_RUN_INDEX["provenance"]]
+        if provenance:
+            values[_PROVENANCE_INDEX] = json_field.get_db_prep_save({**dict(pairs or ()), **provenance}, connection)
+        else:  # a file's runs mostly share their provenance: adapted once
+            if pairs not in provenance_json:
+                provenance_json[pairs] = json_field.get_db_prep_save(dict(pairs or ()), connection)
+            values[_PROVENANCE_INDEX] = provenance_json[pairs]
         summary = parsed_run.summary
         row = [
             *values,
             *aggregates,
-            json_field.get_db_prep_save(summary, connection),
-            json_field.get_db_prep_save(parsed_run.summary_extra or None, connection),
+            null_json if summary is None else json_field.get_db_prep_save(summary, connection),
+            null_json
+            if not parsed_run.summary_extra
+            else json_field.get_db_prep_save(parsed_run.summary_extra, connection),
             bool(summary and summary.get("requests_sampled")),
             created_at,
             file_import.pk,
@@ -550,14 +560,39 @@ def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
     _insert(Run, RUN_INSERT_COLUMNS, rows)
 
 
-def _request_row_builder() -> Callable[[int, int, Record, int], tuple[Any, ...]]:
-    """Builds request rows in REQUEST_INSERT_COLUMNS order, adapting values for the backend."""
+class _RequestRows:
+    """Builds request rows in REQUEST_INSERT_COLUMNS order, adapting values for the backend.
+
+    A request's inter-token latencies (kvlab.bench/2) are set by a second statement for the
+    rows that have them, so the common row carries no extra column.
+    """
+
+    def __init__(self) -> None:
+        self.build = _request_row_builder(self)
+        self.itl: list[tuple[Any, int, int]] = []  # (adapted latencies, run id, seq)
+
+    def insert(self, rows: list[tuple[Any, ...]]) -> None:
+        _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
+        if self.itl:
+            quote = connection.ops.quote_name
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    f"UPDATE {quote(RequestResult._meta.db_table)} SET {quote('itl_s')} = %s "
+                    f"WHERE {quote('run_id')} = %s AND {quote('seq')} = %s",
+                    self.itl,
+                )
+            self.itl = []
+
+
+def _request_row_builder(rows: _RequestRows) -> Callable[[int, int, Record, int], tuple[Any, ...]]:
     adapt_datetime = datetime_adapter()
     extra_field = RequestResult._meta.get_field("extra")
     empty_extra = extra_field.get_db_prep_save({}, connection)
     itl_field = RequestResult._meta.get_field("itl_s")
 
     def request_row(run_id: int, seq: int, record: Record, occurrence: int) -> tuple[Any, ...]:
+        if record.itl is not None:
+            rows.itl.append((itl_field.get_db_prep_save(list(record.itl), connection), run_id, seq))
         ts, ok, status, error, error_type, prompt, n_predict, output, tok_s, elapsed, ttft = record.request  # type: ignore[misc]
         return (
             run_id,
@@ -576,7 +611,6 @@ def _request_row_builder() -> Callable[[int, int, Record, int], tuple[Any, ...]]
             extra_field.get_db_prep_save(record.extra, connection) if record.extra else empty_extra,
             record.content_hash,
             occurrence,
-            None if record.itl is None else itl_field.get_db_prep_save(list(record.itl), connection),
         )
 
     return request_row

@@ -31,6 +31,24 @@ DECLARABLE = ("label", "model", "gpu", "engine", "server_flags")
 _INDEX = {name: i for i, name in enumerate(RUN_FIELD_NAMES)}
 _PROVENANCE = _INDEX["provenance"]
 _STARTED_AT = _INDEX["started_at"]
+_DECLARABLE_INDEXES = tuple(_INDEX[name] for name in DECLARABLE)
+# (which declarable fields a run lacks, whether it has started_at, its own provenance; declared) ->
+# (the fields the declared values fill, the run's provenance pairs)
+_PROVENANCE_OF: dict[Any, tuple[tuple[int, ...], tuple[tuple[str, str], ...]]] = {}
+
+
+def _provenance_of(values: tuple[Any, ...], declared: Declared) -> tuple[tuple[int, ...], tuple[tuple[str, str], ...]]:
+    provenance = dict(values[_PROVENANCE] or ())
+    filled = []
+    for name, i in zip(DECLARABLE, _DECLARABLE_INDEXES, strict=True):
+        if values[i] is not None:
+            provenance.setdefault(name, "file")
+        elif getattr(declared, name):
+            filled.append(i)
+            provenance[name] = "declared"
+    if values[_STARTED_AT] is not None:
+        provenance.setdefault("started_at", "file")
+    return tuple(filled), tuple(sorted(provenance.items()))
 
 
 class Rejects:
@@ -106,21 +124,28 @@ class ParsedRun:
 
         RecordError when the run still has no model.
         """
-        values = list(self.values)
-        provenance = self.provenance
-        for name in DECLARABLE:
-            i = _INDEX[name]
-            if values[i] is not None:
-                provenance.setdefault(name, "file")
-            elif getattr(declared, name):
-                values[i] = getattr(declared, name)
-                provenance[name] = "declared"
-        if values[_INDEX["started_at"]] is not None:
-            provenance.setdefault("started_at", "file")
-        if values[_INDEX["model"]] is None:
+        values = self.values
+        if values[_INDEX["model"]] is None and not declared.model:
             raise RecordError(f"run {self.key!r} has no model: the file does not say it; declare it (--model)")
-        values[_PROVENANCE] = tuple(sorted(provenance.items()))
-        self.values = tuple(values)
+        # A file's runs mostly share which fields they give: their provenance is worked out once.
+        shape = (
+            tuple(values[i] is None for i in _DECLARABLE_INDEXES),
+            values[_STARTED_AT] is None,
+            values[_PROVENANCE],
+        )
+        known = _PROVENANCE_OF.get((shape, declared))
+        if known is None:
+            known = _provenance_of(values, declared)
+            if len(_PROVENANCE_OF) > 1024:
+                _PROVENANCE_OF.clear()
+            _PROVENANCE_OF[(shape, declared)] = known
+        filled, pairs = known
+        if filled or pairs is not values[_PROVENANCE]:
+            new = list(values)
+            for i in filled:
+                new[i] = getattr(declared, RUN_FIELD_NAMES[i])
+            new[_PROVENANCE] = pairs
+            self.values = tuple(new)
 
     def _merge_run_values(self, record: Record, line_no: int) -> None:
         """A run's lines must agree; a field missing on some lines is taken from the others."""
@@ -336,7 +361,7 @@ def _spill_lines(parsed: SpilledFile, stream: IO[bytes], max_line_bytes: int, re
         if len(run_cache) > RUN_CACHE_SIZE:
             run_cache.clear()
         try:
-            record = normalize(decode_line(raw), run_cache, require_model=require_model)
+            record = normalize(decode_line(raw), run_cache, require_model)
         except RecordError as exc:
             parsed.rejects.add(LineError(line_no, str(exc), excerpt_of(raw)))
             continue

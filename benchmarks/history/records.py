@@ -165,7 +165,7 @@ _NO_V2_RUN_VALUES = (None,) * len(RUN_FIELDS_V2_ONLY)
 
 
 def normalize(
-    obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None = None, *, require_model: bool = True
+    obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None = None, require_model: bool = True
 ) -> Record:
     """Map a decoded line (canonical or flat) to a validated Record.
 
