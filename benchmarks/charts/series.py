@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 FLAG_FIELDS = ("ctx_size", "parallel", "kv_unified", "cache_type_k", "cache_type_v", "kv_offload", "flash_attn")
-CONFIG_FIELDS = ("model", "gpu", *FLAG_FIELDS)
-WORKLOAD_FIELDS = ("concurrency", "prompt_tokens_max", "n_predict_max")
+# engine and server_flags: a vLLM run is not a llama.cpp run of the same model, nor -c 4096 one of -c 8192
+CONFIG_FIELDS = ("model", "gpu", "engine", *FLAG_FIELDS, "server_flags")
+WORKLOAD_FIELDS = ("concurrency", "request_rate", "prompt_tokens_max", "n_predict_max")
 SERIES_FIELDS = (*CONFIG_FIELDS, *WORKLOAD_FIELDS)
 FIELD_NAMES = {
     "model": "model",
@@ -26,7 +27,10 @@ FIELD_NAMES = {
     "cache_type_v": "V cache",
     "kv_offload": "KV offload",
     "flash_attn": "flash attention",
+    "engine": "engine",
+    "server_flags": "server flags",
     "concurrency": "concurrency",
+    "request_rate": "request rate",
     "prompt_tokens_max": "prompt tokens",
     "n_predict_max": "n_predict",
     "build": "llama.cpp build",
@@ -48,8 +52,9 @@ def flags_label(row: Mapping[str, Any]) -> str:
 
 
 def workload_label(row: Mapping[str, Any]) -> str:
+    rate = f" · {row['request_rate']:g} req/s" if row.get("request_rate") is not None else ""
     return (
-        f"concurrency {_value(row.get('concurrency'))} · prompt {_value(row.get('prompt_tokens_max'))} tok"
+        f"concurrency {_value(row.get('concurrency'))}{rate} · prompt {_value(row.get('prompt_tokens_max'))} tok"
         f" · n_predict {_value(row.get('n_predict_max'))}"
     )
 
@@ -88,6 +93,29 @@ def describe(diff: Mapping[str, Sequence[str]], most: int = MAX_VALUES_NAMED) ->
 def _some(values: Sequence[str], most: int) -> str:
     named = " / ".join(values[:most])
     return named if len(values) <= most else f"{named} and {len(values) - most:,} more"
+
+
+def measured_by(row: Mapping[str, Any]) -> str:
+    """The tool that measured a run row (history.sources.measured_by: "kvlab" for an executed run)."""
+    return row.get("tool") or ("kvlab" if row.get("source") == "executed" else "")
+
+
+def like_with_like(rows: Sequence[Mapping[str, Any]], most: int = MAX_VALUES_NAMED) -> list[str]:
+    """Why runs compared side by side are not like with like: other tools, configurations, workloads."""
+    warnings = []
+    tools = list(dict.fromkeys(_value(measured_by(row)) for row in rows))
+    if len(tools) > 1:
+        warnings.append(
+            f"measured by different tools ({_some(tools, most)}): each times requests its own way "
+            "(when a clock starts, what counts as the first token)"
+        )
+    configuration = differences(rows, CONFIG_FIELDS)
+    if configuration:
+        warnings.append(f"of different configurations ({describe(configuration, most)})")
+    workload = differences(rows, WORKLOAD_FIELDS)
+    if workload:
+        warnings.append(f"under different workloads ({describe(workload, most)})")
+    return warnings
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,19 @@
-"""Side-by-side comparison rows for runs, with the rows that differ marked."""
+"""Side-by-side comparison rows for runs, with the rows that differ marked and each figure's source.
+
+Runs of different tools compare on the same figures: a summary-only run's are the tool's own
+percentiles and counts, a kvlab run's are computed from its requests; when any compared run
+holds a tool's summary, every figure says which it is (history.sources).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..charts import series
 from ..models import Run
+from . import outcomes, sources
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,10 +21,15 @@ class CompareRow:
     section: str
     name: str
     values: list[str]
+    sources: list[dict[str, str] | None] = field(default_factory=list)  # per run, when figures' sources are shown
 
     @property
     def differs(self) -> bool:
         return len(set(self.values)) > 1
+
+    @property
+    def cells(self) -> list[tuple[str, dict[str, str] | None]]:
+        return list(zip(self.values, self.sources or [None] * len(self.values), strict=True))
 
 
 def fmt(value: Any, digits: int = 2, unit: str = "") -> str:
@@ -36,10 +48,17 @@ def _rate(run: Run) -> str:
     return "—" if run.success_rate is None else f"{run.success_rate:.0%}"
 
 
+def _tool(run: Run) -> str:
+    name = sources.measured_by(run.tool, run.source)
+    return fmt(f"{name} {run.tool_version}".strip() if name else "")
+
+
 FIELDS: list[tuple[str, str, Callable[[Run], str]]] = [
     ("Run", "label", lambda r: fmt(r.label)),
     ("Run", "model", lambda r: fmt(r.model)),
     ("Run", "GPU", lambda r: fmt(r.gpu)),
+    ("Run", "measured by", _tool),
+    ("Run", "engine", lambda r: fmt(r.engine)),
     ("Run", "VRAM total / used (MiB)", lambda r: f"{fmt(r.vram_total_mib)} / {fmt(r.vram_used_mib)}"),
     ("Run", "started", lambda r: r.started_at.strftime("%Y-%m-%d %H:%M:%S") if r.started_at else "—"),
     ("Server", "ctx size (-c)", lambda r: fmt(r.ctx_size)),
@@ -48,23 +67,78 @@ FIELDS: list[tuple[str, str, Callable[[Run], str]]] = [
     ("Server", "K / V cache type", lambda r: f"{fmt(r.cache_type_k)} / {fmt(r.cache_type_v)}"),
     ("Server", "KV on GPU", lambda r: fmt(r.kv_offload)),
     ("Server", "flash attention", lambda r: fmt(r.flash_attn)),
+    ("Server", "server flags", lambda r: fmt(r.server_flags)),
     ("Workload", "concurrency", lambda r: fmt(r.concurrency)),
+    ("Workload", "request rate (configured)", lambda r: fmt(r.request_rate, 2, " req/s")),
     ("Workload", "prompt tokens (max)", lambda r: fmt(r.prompt_tokens_max)),
     ("Workload", "n_predict (max)", lambda r: fmt(r.n_predict_max)),
-    ("Outcome", "ok / total", lambda r: f"{r.n_ok} / {r.n_requests}"),
-    ("Outcome", "success rate", _rate),
-    ("Speed", "tok/s per request, mean", lambda r: fmt(r.tok_s_mean, 2, " tok/s")),
-    ("Speed", "tok/s per request, min – max", lambda r: f"{fmt(r.tok_s_min)} – {fmt(r.tok_s_max, 2, ' tok/s')}"),
-    ("Speed", "TTFT p50 / p95", lambda r: f"{fmt(r.ttft_p50, 3, ' s')} / {fmt(r.ttft_p95, 3, ' s')}"),
-    ("Speed", "E2E p95", lambda r: fmt(r.e2e_p95, 3, " s")),
-    ("Speed", "wall time", lambda r: fmt(r.effective_wall_s, 1, " s")),
-    ("Speed", "aggregate throughput", lambda r: fmt(r.throughput_tok_s, 2, " tok/s")),
+]
+# Figures: (section, name, the Run column whose source it shows, how to show it)
+FIGURES: list[tuple[str, str, str, Callable[[Run], str]]] = [
+    ("Outcome", "outcome", "outcome", lambda r: outcomes.LABELS[r.outcome]),
+    ("Outcome", "ok / total", "n_ok", lambda r: f"{r.n_ok} / {r.n_requests}"),
+    ("Outcome", "success rate", "success_rate", _rate),
+    ("Speed", "tok/s per request, mean", "tok_s_mean", lambda r: fmt(r.tok_s_mean, 2, " tok/s")),
+    (
+        "Speed",
+        "tok/s per request, min – max",
+        "tok_s_min",
+        lambda r: f"{fmt(r.tok_s_min)} – {fmt(r.tok_s_max, 2, ' tok/s')}",
+    ),
+    ("Speed", "TTFT p50", "ttft_p50", lambda r: fmt(r.ttft_p50, 3, " s")),
+    ("Speed", "TTFT p95", "ttft_p95", lambda r: fmt(r.ttft_p95, 3, " s")),
+    ("Speed", "E2E p95", "e2e_p95", lambda r: fmt(r.e2e_p95, 3, " s")),
+    ("Speed", "wall time", "effective_wall_s", lambda r: fmt(r.effective_wall_s, 1, " s")),
+    ("Speed", "aggregate throughput", "throughput_tok_s", lambda r: fmt(r.throughput_tok_s, 2, " tok/s")),
 ]
 
 
-def compare_rows(runs: Sequence[Run], failures: dict[int, dict[str, int]]) -> list[CompareRow]:
+def _source(run: Run, column: str, value: str) -> dict[str, str] | None:
+    if value.strip("— /") == "":
+        return None  # no figure, no source
+    kind = sources.figure_source(run.provenance, column, has_summary=run.summary is not None)
+    return {"tag": sources.SOURCE_TAGS[kind], "title": sources.SOURCE_WORDS[kind], "kind": kind}
+
+
+def compare_rows(
+    runs: Sequence[Run], failures: dict[int, dict[str, int]], stored: Mapping[int, int] | None = None
+) -> list[CompareRow]:
+    """The rows of the compare table. `stored`: the request rows stored per run that holds a tool's summary."""
     rows = [CompareRow(section, name, [get(run) for run in runs]) for section, name, get in FIELDS]
+    show_sources = any(run.summary is not None for run in runs)
+    for section, name, column, get in FIGURES:
+        values = [get(run) for run in runs]
+        kinds = [_source(run, column, v) for run, v in zip(runs, values, strict=True)] if show_sources else []
+        rows.append(CompareRow(section, name, values, kinds))
+    if show_sources:
+        stored = stored or {}
+        after_outcome = max(i for i, row in enumerate(rows) if row.section == "Outcome") + 1
+        rows.insert(
+            after_outcome,
+            CompareRow(
+                "Outcome",
+                "requests",
+                [
+                    sources.requests_stored(
+                        stored.get(run.pk, 0) if run.summary is not None else run.n_requests,
+                        run.n_requests,
+                        has_summary=run.summary is not None,
+                        sampled=run.requests_sampled,
+                    )
+                    for run in runs
+                ],
+            ),
+        )
+        for key, name in (("n_failed", "failed (the tool's count)"), ("n_incomplete", "incomplete (the tool's count)")):
+            if any((run.summary or {}).get(key) is not None for run in runs):
+                rows.append(CompareRow("Failures", name, [fmt((run.summary or {}).get(key)) for run in runs]))
     kinds = sorted({kind for run in runs for kind in failures.get(run.pk, {})})
     for kind in kinds:
         rows.append(CompareRow("Failures", kind, [fmt(failures.get(run.pk, {}).get(kind, 0)) for run in runs]))
     return rows
+
+
+def compare_warnings(runs: Sequence[Run]) -> list[str]:
+    """Why these runs may not compare like with like: other tools, configurations or workloads."""
+    rows = [{name: getattr(run, name) for name in (*series.SERIES_FIELDS, "tool", "source")} for run in runs]
+    return series.like_with_like(rows)

@@ -33,6 +33,8 @@ SORTS = {
 }
 SORT_CHOICES = [(f"{sign}{name}", f"{name} {'↓' if sign else '↑'}") for name in SORTS for sign in ("-", "")]
 PAGE_SIZES = (25, 50, 100, 200)
+# Run columns a filter matches exactly (indexed with started_at: run_model_idx … run_engine_idx).
+VALUE_FILTERS = ("model", "gpu", "label", "tool", "engine")
 OUTCOMES = [("", "any outcome")] + [(o, outcomes.LABELS[o]) for o in (outcomes.OK, outcomes.PARTIAL, outcomes.FAILED)]
 
 
@@ -132,6 +134,8 @@ class RunFilterForm(forms.Form):
     model = ValueFilterField()
     gpu = ValueFilterField(label="GPU")
     label = ValueFilterField()
+    tool = ValueFilterField(help_text="the benchmark tool that measured the run: vllm, guidellm, kvlab, …")
+    engine = ValueFilterField(help_text="the serving engine: llama.cpp, vllm, sglang, …")
     outcome = forms.ChoiceField(choices=OUTCOMES, required=False)
     date_from = _date_field("from")
     date_to = _date_field("to")
@@ -143,7 +147,7 @@ class RunFilterForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        offer_top(self, ("model", "gpu", "label"))
+        offer_top(self, VALUE_FILTERS)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -156,7 +160,7 @@ class RunFilterForm(forms.Form):
         data = self.cleaned_data
         if data.get("run"):
             runs = runs.filter(key__contains=data["run"])
-        for name in ("model", "gpu", "label"):
+        for name in VALUE_FILTERS:
             if data.get(name):
                 runs = runs.filter(**{name: data[name]})
         if data.get("outcome"):
@@ -185,13 +189,15 @@ class ValueSearchForm(forms.Form):
     model = forms.CharField(required=False, max_length=200)
     gpu = forms.CharField(required=False, max_length=200)
     label = forms.CharField(required=False, max_length=200)
+    tool = forms.CharField(required=False, max_length=200)
+    engine = forms.CharField(required=False, max_length=200)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         named = [name for name in values.FILTER_COLUMNS if name in self.data]
         if len(named) != 1:
             raise forms.ValidationError(
-                "Name one filter to search: model, gpu or label (e.g. ?model=qwen).", code="column"
+                "Name one filter to search: model, gpu or label — or tool, engine (e.g. ?model=qwen).", code="column"
             )
         self.column = named[0]
         return data

@@ -1,6 +1,6 @@
 """The values a run filter offers and suggests, at a cost that does not grow with the history.
 
-A filter (model, GPU, label) offers the most used values of the latest runs, and, as the
+A filter (model, GPU, label, tool, engine) offers the most used values of the latest runs, and, as the
 user types, the values that start with the text (an index seek per value found, over the
 whole history) and then those of the latest runs that contain it in any case.
 """
@@ -14,7 +14,7 @@ from django.db import connection
 from ..models import Run
 
 # The columns a filter searches; only these names ever reach SQL.
-FILTER_COLUMNS = ("model", "gpu", "label")
+FILTER_COLUMNS = ("model", "gpu", "label", "tool", "engine")
 # The runs whose values are offered (the most used) and searched within (any part, any case):
 # the latest ones stored, read with one backward scan of the primary key.
 RECENT_RUNS = 10_000

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Expression, F, FloatField, Func, QuerySet, Value
+from django.db.models import Count, Exists, Expression, F, FloatField, Func, OuterRef, QuerySet, Value
 from django.db.models.functions import Mod
 from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -23,7 +23,9 @@ from kvlab.http import HtmxHttpRequest
 from kvlab.uploads import SizeLimitUploadHandler, declared_length
 
 from ..models import FileImport, RequestResult, Run
-from .comparison import compare_rows
+from ..templatetags.units import ms, seconds, thousands, tok_s
+from . import sources
+from .comparison import compare_rows, compare_warnings
 from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm, ValueSearchForm
 from .importer import import_uploads, read_server_log
@@ -40,14 +42,30 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET)
     status = 200
     if form.is_valid():
-        runs = form.filter(Run.objects.defer("server_props"))  # a list loads only what it shows
+        # a list loads only what it shows
+        runs = form.filter(Run.objects.defer("server_props", "server_log", "summary_extra"))
         per_page = form.cleaned_data["per_page"]
         page_no = form.cleaned_data.get("page") or 1
     else:
         runs, per_page, page_no, status = Run.objects.none(), 50, 1, 400
     page = Paginator(runs, per_page).get_page(page_no)
+    page.object_list = _with_requests_stored(list(page.object_list))
     template = "benchmarks/run_list.html#run-table" if request.htmx else "benchmarks/run_list.html"
     return render(request, template, {"form": form, "page": page, "sort": form.current_sort}, status=status)
+
+
+def _with_requests_stored(runs: list[Run]) -> list[Run]:
+    """Mark each run that holds a tool's summary with whether any of its requests is stored (has_requests).
+
+    One query of an index seek per such run of the page, only when the page shows one.
+    """
+    with_summary = [run.pk for run in runs if run.summary is not None]
+    if with_summary:
+        stored = RequestResult.objects.filter(run_id=OuterRef("pk"))
+        found = dict(Run.objects.filter(pk__in=with_summary).values_list("pk", Exists(stored)))
+        for run in runs:
+            run.has_requests = found.get(run.pk, True)  # type: ignore[attr-defined]
+    return runs
 
 
 @require_GET
@@ -66,7 +84,9 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     requests = run.requests.order_by("seq")
     # A summarised run's n_requests is its number of requests (an import stores both at once; a job's run,
     # 0 while it records, is summarised when its job ends or is reaped): no count of a million rows.
-    n_requests = run.n_requests or requests.count()
+    # A run with a tool's summary counts the tool's requests, not the rows stored (none, or a sample).
+    has_summary = run.summary is not None
+    n_requests = requests.count() if has_summary else (run.n_requests or requests.count())
     page = _CountedPaginator(requests, REQUESTS_PER_PAGE, n_requests).get_page(request.GET.get("page"))
     # COUNT(*): request_failed_idx answers it alone (an index-only scan on PostgreSQL)
     failures = run.requests.filter(ok=False).values("error_type").annotate(n=Count("*")).order_by("-n", "error_type")
@@ -82,13 +102,75 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         (name, formula + sampled, distribution(row[i] for row in rows), unit)
         for i, (name, formula, _, unit) in enumerate(metrics)
     ]
+    provenance = run.provenance or {}
     context = {
         "run": run,
         "page": page,
         "failures": failures,
         "distributions": [d for d in distributions if d[2] is not None],
+        "n_stored": n_requests,
+        "requests_stored": sources.requests_stored(
+            n_requests, run.n_requests, has_summary=has_summary, sampled=run.requests_sampled
+        ),
+        # run field -> "from the file" / "declared" / "derived", shown beside the field
+        "field_source": {name: sources.FIELD_WORDS.get(kind, kind) for name, kind in provenance.items()},
+        # figure column -> "tool" / "derived" / "kvlab", shown beside the figure
+        "figure_source": {
+            column: _source_tag(sources.figure_source(provenance, column, has_summary=has_summary))
+            for column in FIGURE_COLUMNS
+        },
+        "tool_summary": tool_summary(run.summary) if has_summary else None,
     }
     return render(request, "benchmarks/run_detail.html", context)
+
+
+FIGURE_COLUMNS = (
+    "n_ok",
+    "tok_s_mean",
+    "effective_wall_s",
+    "throughput_tok_s",
+    "output_tokens_total",
+    "ttft_p50",
+    "ttft_p95",
+    "e2e_p95",
+)
+
+
+def _source_tag(source: str) -> dict[str, str]:
+    return {"tag": sources.SOURCE_TAGS[source], "title": sources.SOURCE_WORDS[source], "kind": source}
+
+
+# The tool's summary as the run page shows it: (name, summary key, how to show it).
+SUMMARY_FIGURES = (
+    ("requests", "n_requests", thousands),
+    ("ok", "n_ok", thousands),
+    ("failed", "n_failed", thousands),
+    ("incomplete", "n_incomplete", thousands),
+    ("duration", "duration_s", seconds),
+    ("request rate (measured)", "request_rate", lambda v: f"{thousands(v)} req/s" if v is not None else "—"),
+    ("output throughput", "output_tok_s", tok_s),
+    ("total throughput (input + output)", "total_tok_s", tok_s),
+    ("input tokens", "input_tokens", thousands),
+    ("output tokens", "output_tokens", thousands),
+)
+SUMMARY_LATENCIES = (("TTFT", "ttft_ms"), ("ITL", "itl_ms"), ("TPOT", "tpot_ms"), ("E2E latency", "e2e_ms"))
+SUMMARY_STAT_COLUMNS = ("mean", "median", "p90", "p95", "p99")
+
+
+def tool_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a tool's summary, formatted (a figure the tool did not report is "—")."""
+    latencies = []
+    for name, key in SUMMARY_LATENCIES:
+        stats = summary.get(key) or {}
+        if stats:
+            median = stats.get("median", stats.get("p50"))
+            values = [stats.get("mean"), median, *(stats.get(p) for p in ("p90", "p95", "p99"))]
+            latencies.append((name, [ms(v) for v in values]))
+    return {
+        "figures": [(name, show(summary.get(key))) for name, key, show in SUMMARY_FIGURES if key in summary],
+        "latencies": latencies,
+        "stat_columns": SUMMARY_STAT_COLUMNS,
+    }
 
 
 class _CountedPaginator(Paginator):
@@ -162,7 +244,20 @@ def run_compare(request: HtmxHttpRequest) -> HttpResponse:
         .order_by()
     ):
         failures[row["run_id"]][row["error_type"] or "other"] = row["n"]
-    context = {"form": form, "runs": runs, "rows": compare_rows(runs, failures)}
+    # A run with a tool's summary may store none of its requests, or a sample: count what it stores
+    # (one query, only when such a run is compared; a sample is small).
+    with_summary = [run.pk for run in runs if run.summary is not None]
+    stored: dict[int, int] = {}
+    if with_summary:
+        counted = RequestResult.objects.filter(run_id__in=with_summary).values("run_id").annotate(n=Count("id"))
+        stored = {row["run_id"]: row["n"] for row in counted.order_by()}
+    context = {
+        "form": form,
+        "runs": runs,
+        "rows": compare_rows(runs, failures, stored),
+        "warnings": compare_warnings(runs),
+        "show_sources": bool(with_summary),
+    }
     return render(request, "benchmarks/run_compare.html", context)
 
 

@@ -117,6 +117,9 @@ class Run(models.Model):
             models.Index(fields=["model", "started_at"], name="run_model_idx"),
             models.Index(fields=["gpu", "started_at"], name="run_gpu_idx"),
             models.Index(fields=["label", "started_at"], name="run_label_idx"),
+            # run list filters by tool / engine (RunFilterForm.filter), newest first
+            models.Index(fields=["tool", "started_at"], name="run_tool_idx"),
+            models.Index(fields=["engine", "started_at"], name="run_engine_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(n_ok__lte=F("n_requests")), name="run_ok_le_requests"),
