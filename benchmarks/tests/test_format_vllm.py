@@ -396,3 +396,34 @@ def test_every_record_is_storable_json(tmp_path: Path) -> None:
 
     json.dumps(records, allow_nan=False)  # no NaN/Infinity reaches the database
     assert summaries(records)[0]["extra"]["burstiness"] == "inf"
+
+
+@pytest.mark.django_db
+def test_a_sweep_directory_imports_through_import_bench_from_a_relative_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pipeline end to end: import_bench finds the format, the registry hands the converter the
+    directory's files as typed (relative to where kvlab runs), each run is stored once, and a
+    second import is a duplicate."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from benchmarks.models import Run
+
+    combination = tmp_path / "sweep" / "SERVE--max_num_seqs=4-BENCH--max_concurrency=2"
+    combination.mkdir(parents=True)
+    runs = [serve_result(date=f"20260301-12001{n}", backend="openai", run_number=n) for n in range(2)]
+    write(combination / "run=0.json", runs[0])
+    write(combination / "run=1.json", runs[1])
+    (combination / "summary.json").write_text(json.dumps(runs))
+    monkeypatch.chdir(tmp_path)
+    lines = []
+    for _ in range(2):
+        out = StringIO()
+        call_command("import_bench", "--json", "sweep", stdout=out)
+        lines.append(json.loads(out.getvalue().splitlines()[-1]))
+    first, second = lines
+    assert (first["format"], first["status"], first["runs"], first["errors"]) == ("vllm", "imported", 2, [])
+    assert (second["status"], second["runs"], second["duplicates"]) == ("duplicate", 0, 2)
+    assert set(Run.objects.values_list("tool", "tool_format")) == {("vllm", "vllm bench sweep")}

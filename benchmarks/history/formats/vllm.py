@@ -127,7 +127,11 @@ def _convert_file(source: Source, declared: Declared) -> Iterator[dict[str, Any]
 
 
 def _convert_sweep(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
-    files = [path if path.is_absolute() else source.path / path for path in source.files]
+    # the registry gives paths under source.path (relative to where kvlab runs, as typed); a caller
+    # may also give names relative to the directory
+    files = [
+        path if path.is_absolute() or path.is_relative_to(source.path) else source.path / path for path in source.files
+    ]
     relative = {path: _relative(path, source.path) for path in files}
     run_files = [path for path in files if _RUN_FILE.search(relative[path])]
     summaries = [path for path in files if path.name == "summary.json" and not _SKIPPED_IN_SWEEP.search(relative[path])]
