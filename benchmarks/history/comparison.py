@@ -94,7 +94,7 @@ FIGURES: list[tuple[str, str, str, Callable[[Run], str]]] = [
 
 
 def _source(run: Run, column: str, value: str) -> dict[str, str] | None:
-    if value.strip("— /") == "":
+    if value.strip("—–/ ") == "":
         return None  # no figure, no source
     kind = sources.figure_source(run.provenance, column, has_summary=run.summary is not None)
     return {"tag": sources.SOURCE_TAGS[kind], "title": sources.SOURCE_WORDS[kind], "kind": kind}

@@ -7,6 +7,7 @@ Every run is stored through the real import pipeline, from kvlab.bench/2 records
 
 from __future__ import annotations
 
+import html as html_lib
 import io
 import json
 import re
@@ -310,3 +311,108 @@ def json_of(html: str, element_id: str) -> Any:
     match = re.search(rf'<script id="{element_id}" type="application/json">(.*?)</script>', html, re.S)
     assert match, f"no {element_id}"
     return json.loads(match.group(1))
+
+
+# --- compare -----------------------------------------------------------------------------------
+
+
+def compare_cells(html: str, name: str) -> list[str]:
+    row = re.search(rf"<tr(?: class=\"diff\")?><th>{re.escape(name)}</th>(.*?)</tr>", html, re.S)
+    assert row, f"no row {name}"
+    return re.findall(r"<td>(.*?)</td>", row.group(1), re.S)
+
+
+def text_of(cell: str) -> str:
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", cell)).strip()
+
+
+def test_compare_puts_a_vllm_run_a_guidellm_load_point_and_a_kvlab_job_side_by_side(client: Client) -> None:
+    runs = [vllm_run(), guidellm_point(), kvlab_job()]
+
+    html = page(client, "run-compare", run=[r.pk for r in runs])
+
+    assert [text_of(c) for c in compare_cells(html, "measured by")] == ["vllm 0.9.1", "guidellm 0.3.0", "kvlab"]
+    assert [text_of(c) for c in compare_cells(html, "outcome")] == [
+        "some failed tool",
+        "all requests ok tool",
+        "all requests ok kvlab",
+    ]
+    ttft = compare_cells(html, "TTFT p50")
+    assert ttft[0].startswith("0.110 s") and 'class="src src-tool"' in ttft[0]  # the tool's percentile
+    assert ttft[1].startswith("0.110 s") and 'class="src src-tool"' in ttft[1]  # never the sample's 9 s
+    assert ttft[2].startswith("0.200 s") and 'class="src src-requests"' in ttft[2]  # nearest rank of 4 rows
+    assert [text_of(c) for c in compare_cells(html, "TTFT p95")] == ["0.250 s tool", "0.250 s tool", "0.400 s kvlab"]
+    assert [text_of(c) for c in compare_cells(html, "E2E p95")] == ["9.000 s tool", "9.000 s tool", "5.000 s kvlab"]
+    tok_s = compare_cells(html, "tok/s per request, mean")
+    assert 'class="src src-derived"' in tok_s[0] and text_of(tok_s[2]) == "41.50 tok/s kvlab"
+    assert text_of(compare_cells(html, "aggregate throughput")[0]) == "1,500.00 tok/s tool"
+    assert [text_of(c) for c in compare_cells(html, "requests")] == [
+        "none stored — the tool's aggregates",
+        "sampled: 3 of 200 stored",
+        "all 4 stored",
+    ]
+    assert [text_of(c) for c in compare_cells(html, "failed (the tool&#x27;s count)")] == ["2", "0", "—"]
+    assert "the tool's own (from its file" in html  # the legend
+    no_placeholders(html)
+
+
+def test_compare_warns_when_the_runs_are_not_like_with_like(client: Client) -> None:
+    runs = [vllm_run(), guidellm_point(), kvlab_job()]
+
+    html = page(client, "run-compare", run=[r.pk for r in runs])
+
+    warning = html[html.index('id="like-with-like"') :]
+    warning = warning[: warning.index("</div>")]
+    assert "measured by different tools (vllm / guidellm / kvlab)" in warning
+    assert "of different configurations (engine vllm / ?" in warning
+    assert "server flags --max-num-seqs 64 / ?" in warning
+    assert "under different workloads (concurrency 16 / ?; request rate ? / 4.0; prompt tokens ? / 1000;" in warning
+
+
+def test_two_runs_of_one_tool_configuration_and_workload_compare_without_a_warning(client: Client) -> None:
+    runs = [vllm_run("vllm-a"), vllm_run("vllm-b", n_ok=100, n_failed=0)]
+
+    html = page(client, "run-compare", run=[r.pk for r in runs])
+
+    assert 'id="like-with-like"' not in html
+    assert [text_of(c) for c in compare_cells(html, "ok / total")] == ["98 / 100 tool", "100 / 100 tool"]
+
+
+def test_comparing_only_kvlab_runs_shows_no_source_markers(client: Client) -> None:
+    runs = [kvlab_job("job-a"), kvlab_job("job-b")]
+
+    html = page(client, "run-compare", run=[r.pk for r in runs])
+
+    assert "src-" not in html and "<th>ok / total</th><td>4 / 4</td><td>4 / 4</td>" in html
+
+
+# --- bounded -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [2, 6])
+def test_the_run_list_and_compare_cost_the_same_queries_for_few_or_many_tool_runs(
+    client: Client, django_assert_num_queries: Any, n: int
+) -> None:
+    runs = [vllm_run(f"vllm-{i}") for i in range(n)] + [guidellm_point(f"guide-{i}") for i in range(n)]
+    runs.append(kvlab_job())
+
+    # the choices of the five value boxes (one query); count; the page; which summary runs store requests
+    with django_assert_num_queries(4):
+        html = page(client, "run-list")
+    assert html.count(">summary only<") == n and html.count(">sampled<") == n
+    # the runs; their failures by type; the rows stored of those with a summary
+    with django_assert_num_queries(3):
+        html = page(client, "run-compare", run=[r.pk for r in runs[:12]])
+    assert html.count("none stored") == min(n, 12)
+    # filtered by tool and engine: the two values checked, the choices, count, page, rows stored
+    with django_assert_num_queries(6):
+        html = page(client, "run-list", tool="guidellm", engine="vllm")
+    assert html.count(">sampled<") == n and ">summary only<" not in html
+
+
+def test_a_figure_the_tool_did_not_report_has_no_source_marker(client: Client) -> None:
+    runs = [vllm_run(), kvlab_job()]
+
+    html = page(client, "run-compare", run=[r.pk for r in runs])
+
+    assert compare_cells(html, "tok/s per request, min – max")[0] == "— – —"
