@@ -34,7 +34,7 @@ from .jsonl import LineError, RecordError
 from .metrics import RunSummary, summarize
 from .reader import ParsedRun, Rejects, SpilledFile, read_bench_file
 from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record, storable_text
-from .summaries import with_tool_summary
+from .summaries import merge_summaries, with_tool_summary
 
 log = logging.getLogger(__name__)
 
@@ -369,10 +369,15 @@ def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run], context
             rows.append(request_row(stored_run.pk, next_seq, record, occurrence))
             next_seq += 1
         filled = _fill_missing_run_values(stored_run, parsed_run)
-        if parsed_run.summary is not None and stored_run.summary is None:
-            stored_run.summary, stored_run.summary_extra = parsed_run.summary, parsed_run.summary_extra or None
-            context.n_summaries += 1
-            filled = True
+        if parsed_run.summary is not None:
+            # _conflicts found the two summaries agree: the stored one gains what it lacked (the counts
+            # a CSV did not report); the same summary again is a duplicate.
+            summary = merge_summaries(stored_run.summary, parsed_run.summary)[0]
+            extra = merge_summaries(stored_run.summary_extra, parsed_run.summary_extra or None)[0]
+            if (summary, extra or None) != (stored_run.summary, stored_run.summary_extra or None):
+                stored_run.summary, stored_run.summary_extra = summary, extra or None
+                context.n_summaries += 1
+                filled = True
         if len(rows) > before or filled:
             touched.append(stored_run)
     builder.insert(rows)
@@ -418,14 +423,17 @@ def _conflicts(parsed_run: ParsedRun, stored: Run) -> list[LineError]:
                     f"run {parsed_run.key!r} is already stored with {name!r} = {current!r}; this file says {value!r}",
                 )
             ]
-    summaries = (parsed_run.summary, parsed_run.summary_extra or None), (stored.summary, stored.summary_extra or None)
-    if parsed_run.summary is not None and stored.summary is not None and summaries[0] != summaries[1]:
-        return [
-            LineError(
-                parsed_run.summary_line,
-                f"run {parsed_run.key!r} is already stored with another summary; a run has one summary",
-            )
-        ]
+    if parsed_run.summary is not None and stored.summary is not None:
+        conflict = merge_summaries(stored.summary, parsed_run.summary)[1]
+        conflict = conflict or merge_summaries(stored.summary_extra, parsed_run.summary_extra or None, "extra.")[1]
+        if conflict is not None:
+            return [
+                LineError(
+                    parsed_run.summary_line,
+                    f"run {parsed_run.key!r} is already stored with another summary, which differs in "
+                    f"'summary.{conflict}'; a run has one summary",
+                )
+            ]
     return []
 
 

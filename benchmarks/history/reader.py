@@ -21,6 +21,7 @@ from typing import IO, Any
 from .formats import Declared
 from .jsonl import LineError, RecordError, decode_line, excerpt_of, iter_lines
 from .records import RUN_FIELD_NAMES, Record, normalize
+from .summaries import merge_summaries
 
 MAX_KEPT_REJECTS = 1_000  # a file's rejected lines stored with their reasons; the rest are counted
 SPILL_BATCH = 5_000  # lines written to the spill file at a time
@@ -106,11 +107,16 @@ class ParsedRun:
         self.n_summary_records += 1
         if self.summary is None:
             self.summary, self.summary_extra, self.summary_line = record.summary, record.extra, line_no
-        elif (self.summary, self.summary_extra) != (record.summary, record.extra):
+            return
+        # The same summary when the two agree on every field both hold (one may lack the counts).
+        summary, conflict = merge_summaries(self.summary, record.summary)
+        extra, extra_conflict = merge_summaries(self.summary_extra, record.extra, "extra.")
+        if conflict or extra_conflict:
             raise RecordError(
-                f"run {self.key!r}: a second summary, different from the one on line {self.summary_line}; "
-                "a run has one summary"
+                f"run {self.key!r}: a second summary that differs from the one on line {self.summary_line} "
+                f"in 'summary.{conflict or extra_conflict}'; a run has one summary"
             )
+        self.summary, self.summary_extra = summary, extra or {}
 
     def run_dict(self) -> dict[str, Any]:
         return dict(zip(RUN_FIELD_NAMES, self.values, strict=True))

@@ -487,17 +487,20 @@ def check_summary(value: Any) -> dict[str, Any]:
             raise RecordError(f"unknown field 'summary.{name}.{sorted(unknown)[0]}' (one of {', '.join(STAT_KEYS)})")
         checked = {key: _number(stats.get(key), f"summary.{name}.{key}") for key in STAT_KEYS}
         out[name] = {key: v for key, v in checked.items() if v is not None} or None
-    for name in ("n_requests", "n_ok"):
-        if out[name] is None:
-            raise RecordError(f"missing required field: 'summary.{name}'")
-    if out["n_ok"] > out["n_requests"]:
-        raise RecordError(f"'summary.n_ok' ({out['n_ok']}) is more than 'summary.n_requests' ({out['n_requests']})")
-    accounted = out["n_ok"] + (out["n_failed"] or 0) + (out["n_incomplete"] or 0)
-    if accounted > out["n_requests"]:
-        raise RecordError(
-            f"'summary.n_ok' + 'n_failed' + 'n_incomplete' ({accounted}) is more than "
-            f"'summary.n_requests' ({out['n_requests']})"
-        )
+    # The counts are optional (llama-bench's CSV/SQL do not print them), but come together:
+    # n_ok alone would say how many succeeded out of an unknown number.
+    if (out["n_requests"] is None) != (out["n_ok"] is None):
+        given, missing = ("n_requests", "n_ok") if out["n_ok"] is None else ("n_ok", "n_requests")
+        raise RecordError(f"'summary.{given}' without 'summary.{missing}': give both counts or neither")
+    if out["n_requests"] is not None:
+        if out["n_ok"] > out["n_requests"]:
+            raise RecordError(f"'summary.n_ok' ({out['n_ok']}) is more than 'summary.n_requests' ({out['n_requests']})")
+        accounted = out["n_ok"] + (out["n_failed"] or 0) + (out["n_incomplete"] or 0)
+        if accounted > out["n_requests"]:
+            raise RecordError(
+                f"'summary.n_ok' + 'n_failed' + 'n_incomplete' ({accounted}) is more than "
+                f"'summary.n_requests' ({out['n_requests']})"
+            )
     return {name: v for name, v in out.items() if v is not None}
 
 

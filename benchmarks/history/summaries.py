@@ -3,7 +3,9 @@
 One rule for the importer and Run.refresh_summary:
 
 * the run's counts (n_requests, n_ok) are the tool's own, never recomputed from the
-  request rows, which may be a sample or missing;
+  request rows, which may be a sample or missing; a tool that does not report them
+  (llama-bench's CSV/SQL) leaves the run's counts to its request rows, and a run with
+  neither has its counts "not reported" (outcomes.UNKNOWN), never ok or failed;
 * when the run has every request row (not a sample, as many rows as the tool counted),
   its latency and throughput figures are computed from the rows as for any run;
   otherwise they are the tool's: TTFT p50/p95 and E2E p95 (ms → s), output tok/s, the
@@ -11,6 +13,10 @@ One rule for the importer and Run.refresh_summary:
   1000 / mean TPOT (ms) — "derived", since a tool reports TPOT, not tok/s;
 * a run where no request succeeded gets no latency or throughput figure (a tool that
   writes 0.0 for every statistic of a failed run must not make it the fastest run).
+
+A run has one summary. A second one for the same run is the same summary when it agrees
+on every field both hold (`merge_summaries`); what it adds (the counts a CSV lacked)
+fills the first in.
 
 Each figure taken from the summary is named in the returned provenance: "file" (the
 tool's value, in kvlab's units) or "derived" (computed from the tool's values).
@@ -44,11 +50,39 @@ _FROM_ROWS = (
 
 def has_every_request(aggregates: RunSummary, summary: dict[str, Any]) -> bool:
     """The run's request rows are all of the tool's requests (its figures can come from them)."""
+    counted = summary.get("n_requests")
     return (
-        not summary.get("requests_sampled")
+        counted is not None
+        and not summary.get("requests_sampled")
         and aggregates.n_requests > 0
-        and aggregates.n_requests >= summary["n_requests"]
+        and aggregates.n_requests >= counted
     )
+
+
+def counts_reported(summary: dict[str, Any] | None) -> bool:
+    """The summary states how many requests ran (absent from llama-bench's CSV and SQL)."""
+    return summary is None or summary.get("n_requests") is not None
+
+
+def merge_summaries(
+    stored: dict[str, Any] | None, new: dict[str, Any] | None, prefix: str = ""
+) -> tuple[dict[str, Any] | None, str | None]:
+    """Two summaries (or summary extras) of one run as one: every field either holds, when they
+    agree on every field both hold; otherwise (None, the first field they disagree on)."""
+    if stored is None or new is None:
+        return (new if stored is None else stored), None
+    merged = dict(stored)
+    for name, value in new.items():
+        if name not in stored or stored[name] is None:
+            merged[name] = value
+        elif isinstance(value, dict) and isinstance(stored[name], dict):
+            inner, conflict = merge_summaries(stored[name], value, f"{prefix}{name}.")
+            if conflict is not None:
+                return None, conflict
+            merged[name] = inner
+        elif value is not None and value != stored[name]:
+            return None, f"{prefix}{name}"
+    return merged, None
 
 
 def with_tool_summary(
@@ -59,11 +93,14 @@ def with_tool_summary(
         aggregates = aggregates._replace(started_at=started_at)
     if summary is None:
         return aggregates, {}
-    values: dict[str, Any] = {"n_requests": summary["n_requests"], "n_ok": summary["n_ok"]}
-    provenance = {"n_requests": "file", "n_ok": "file"}
+    values: dict[str, Any] = {}
+    provenance: dict[str, str] = {}
+    if counts_reported(summary):
+        values.update(n_requests=summary["n_requests"], n_ok=summary["n_ok"])
+        provenance.update(n_requests="file", n_ok="file")
     if not has_every_request(aggregates, summary):
         values.update(dict.fromkeys(_FROM_ROWS))
-        if summary["n_ok"] > 0:
+        if summary.get("n_ok") != 0:  # not reported: llama-bench prints a test only once it ran
             figures = _figures(summary)
             values.update(figures)
             provenance.update(dict.fromkeys(figures, "file"))

@@ -12,7 +12,7 @@ from django.db.models import F, Q, Value
 from ..history.metrics import summarize
 from ..history.outcomes import outcome_of
 from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
-from ..history.summaries import with_tool_summary
+from ..history.summaries import counts_reported, with_tool_summary
 
 # Run attribute of a canonical run field, where the names differ.
 RUN_ATTRIBUTES = {"run_id": "key"}
@@ -160,7 +160,7 @@ class Run(models.Model):
 
     @property
     def outcome(self) -> str:
-        return outcome_of(self.n_ok, self.n_requests)
+        return outcome_of(self.n_ok, self.n_requests, counts_reported=counts_reported(self.summary))
 
 
 class RequestResult(models.Model):

@@ -176,7 +176,8 @@ def test_a_run_where_every_request_failed_gets_no_latency_or_throughput() -> Non
         (summary(ttft_ms={"p50": -1.0}), "'summary.ttft_ms.p50' must not be negative"),
         (summary(n_requests=2**31), "'summary.n_requests' is too large"),
         (summary(requests_sampled="yes"), "'summary.requests_sampled' must be true or false"),
-        ({k: v for k, v in summary().items() if k != "n_ok"}, "missing required field: 'summary.n_ok'"),
+        ({k: v for k, v in summary().items() if k != "n_ok"}, "'summary.n_requests' without 'summary.n_ok'"),
+        ({k: v for k, v in summary().items() if k != "n_requests"}, "'summary.n_ok' without 'summary.n_requests'"),
     ],
 )
 def test_a_bad_summary_rejects_the_whole_file(bad: dict[str, Any], reason: str) -> None:
@@ -254,8 +255,68 @@ def test_reimporting_a_summary_is_a_duplicate_and_a_different_one_is_refused() -
     assert again.n_duplicate == 2
     changed = load(jsonl(summary_record(n_ok=97, n_failed=3)))
     assert changed.status == "rejected"
-    assert "already stored with another summary" in reasons(changed)[0]
+    assert "already stored with another summary, which differs in 'summary.n_ok'" in reasons(changed)[0]
     assert Run.objects.get().n_ok == 98
+
+
+def _without_counts(**changes: Any) -> dict[str, Any]:
+    record = summary_record(**changes)
+    for name in ("n_requests", "n_ok", "n_failed"):
+        del record["summary"][name]
+    return record
+
+
+def test_a_summary_without_counts_is_stored_with_its_counts_not_reported() -> None:
+    from benchmarks.history import outcomes
+
+    result = load(jsonl(_without_counts()))
+
+    assert result.status == "imported" and result.n_summaries == 1
+    run = Run.objects.get()
+    assert (run.n_requests, run.n_ok, run.outcome) == (0, 0, "unknown")
+    assert outcomes.LABELS[run.outcome] == "counts not reported"
+    assert "n_requests" not in run.provenance
+    assert run.ttft_p50 == pytest.approx(0.110)  # the tool's figures are still its own
+    runs = Run.objects.all()
+    found = {o: list(runs.filter(q).values_list("pk", flat=True)) for o, q in outcomes.OUTCOME_Q.items()}
+    assert found == {"ok": [], "partial": [], "failed": [], "empty": [], "unknown": [run.pk]}
+    assert not runs.filter(outcomes.WITH_FAILURES_Q).exists()
+
+
+def test_a_summary_with_counts_fills_in_a_stored_summary_without_them() -> None:
+    load(jsonl(_without_counts()))
+    again = load(jsonl(_without_counts()))
+    assert again.status == "imported" and (again.n_summaries, again.n_new_runs) == (0, 0)
+
+    filled = load(jsonl(summary_record()))
+
+    assert filled.status == "imported" and (filled.n_summaries, filled.n_new_runs) == (1, 0)
+    run = Run.objects.get()
+    assert (run.n_requests, run.n_ok, run.outcome, run.summary["n_failed"]) == (100, 98, "partial", 2)
+    assert run.provenance["n_requests"] == "file"
+    # and the one without counts, after it: the same summary (nothing to add)
+    later = load(jsonl(_without_counts()))
+    assert later.status == "imported" and later.n_summaries == 0
+    assert Run.objects.get().n_requests == 100
+
+
+def test_a_summary_that_disagrees_on_a_field_both_hold_is_refused_naming_it() -> None:
+    load(jsonl(_without_counts()))
+
+    changed = load(jsonl(summary_record(ttft_ms={**STATS, "p95": 251.0})))
+
+    assert changed.status == "rejected"
+    assert "differs in 'summary.ttft_ms.p95'" in reasons(changed)[0], reasons(changed)
+    assert Run.objects.get().outcome == "unknown"
+
+
+def test_two_summaries_of_a_run_in_one_file_merge_when_they_agree() -> None:
+    load(jsonl(_without_counts(), summary_record()))
+    assert (Run.objects.get().n_requests, Run.objects.get().n_ok) == (100, 98)
+
+    rejected = load(jsonl(summary_record(run=v2_run(id="b")), _without_counts(run=v2_run(id="b"), duration_s=1.0)))
+    assert rejected.status == "rejected"
+    assert "differs from the one on line 1 in 'summary.duration_s'" in reasons(rejected)[0], reasons(rejected)
 
 
 def test_a_summary_added_to_a_stored_run_sets_its_counts() -> None:
@@ -339,6 +400,17 @@ def test_a_converter_error_rejects_the_whole_input(tmp_path: Path, fake_format: 
 
     assert result.status == "rejected" and not Run.objects.exists()
     assert any(reason in r for r in reasons(result)), reasons(result)
+
+
+def test_import_bench_text_names_the_record_of_a_converted_file(tmp_path: Path, fake_format: None) -> None:
+    path = fake_file(tmp_path / "f", request_record(), request_record(run={"id": "x"}))
+
+    out, err = StringIO(), StringIO()
+    with pytest.raises(CommandError):
+        call_command("import_bench", str(path), stdout=out, stderr=err)
+
+    assert f"  record 2 of {path}: missing required field: 'model'" in err.getvalue(), err.getvalue()
+    assert "  line " not in err.getvalue(), err.getvalue()
 
 
 def test_a_directory_a_format_claims_is_one_input(tmp_path: Path, fake_format: None) -> None:

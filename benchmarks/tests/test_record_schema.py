@@ -376,6 +376,9 @@ ACCEPTED_BY_BOTH = {
             "e2e_ms": {"p95": 9000},
         },
     ),
+    "a v2 summary without counts (llama-bench CSV/SQL)": _canonical(
+        schema="kvlab.bench/2", request=_DELETE, summary={"e2e_ms": {"mean": 1.5}, "n_failed": 0}
+    ),
     "a v2 summary with the required counts only": _canonical(
         schema="kvlab.bench/2", request=_DELETE, summary={"n_requests": 0, "n_ok": 0}
     ),

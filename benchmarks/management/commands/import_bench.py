@@ -6,6 +6,7 @@ file or directory that kvlab reads (benchmarks/history/formats), detected from i
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import tempfile
@@ -20,6 +21,9 @@ from benchmarks.history.importer import ServerLog, import_bench_file, import_pat
 from benchmarks.models import FileImport
 
 MAX_SERVER_LOG_BYTES = 4 << 20
+# A rejected line of a converted or joined input names its file and its own record or line
+# (registry.InputStream.where): "<file>, record N: reason".
+_WHERE = re.compile(r"(?P<file>.+?), (?P<unit>record|line) (?P<n>\d+): (?P<reason>.*)", re.DOTALL)
 MAX_JSON_ERRORS = 100  # rejected lines printed per input with --json (the import keeps 1,000)
 
 
@@ -143,7 +147,15 @@ class Command(BaseCommand):
             return
         self.stderr.write(self.style.ERROR(f"{name}{kind}: rejected, nothing stored — {counts}"))
         for line in result.rejected_lines.all():
-            self.stderr.write(f"  line {line.line_no}: {line.reason}")
+            self.stderr.write(f"  {rejected_line(result, line.line_no, line.reason)}")
+
+
+def rejected_line(result: FileImport, line_no: int, reason: str) -> str:
+    """A rejected line as text: "line N: …" in a kvlab file, "record N of <file>: …" in a converted input."""
+    where = _WHERE.fullmatch(reason) if result.format and result.format != registry.KVLAB else None
+    if where is None:
+        return f"line {line_no}: {reason}"
+    return f"{where['unit']} {where['n']} of {where['file']}: {where['reason']}"
 
 
 def json_result(name: str, result: FileImport) -> dict[str, Any]:
