@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from ..history import sources
 from ..history.outcomes import FAILED, outcome_of
 from . import series
 
@@ -279,7 +280,7 @@ def _hover_facts(points: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
         if key not in table:
             table[key] = len(flags)
             flags.append(literal(series.flags_label(row)))
-    return {
+    facts: dict[str, list[Any]] = {
         "flags": flags,
         "flag": [table[key] for key in keys],
         "ok": [row["n_ok"] for row in points],
@@ -288,6 +289,16 @@ def _hover_facts(points: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
         "prompt": [row.get("prompt_tokens_max") for row in points],
         "n_predict": [row.get("n_predict_max") for row in points],
     }
+    # Whose figure each point is, when the line holds a tool's (a table of notes and an index per point).
+    kinds = [sources.kind_of(row.get("value_source")) for row in points]
+    if any(kind != sources.REQUESTS for kind in kinds):
+        notes = [
+            literal(sources.source_note(kind, series.measured_by(row))) for kind, row in zip(kinds, points, strict=True)
+        ]
+        index = {note: i for i, note in enumerate(dict.fromkeys(notes))}
+        facts["sources"] = list(index)
+        facts["source"] = [index[note] for note in notes]
+    return facts
 
 
 def _when(value: datetime | str) -> str:
@@ -326,23 +337,29 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
     annotations: list[dict[str, Any]] = []
     layout: dict[str, Any] = {}
     panels = len(COMPARE_METRICS)
+    with_tools = any(r.get("has_summary") for r in runs)  # then each bar's hover says whose figure it is
     for i, key in enumerate(COMPARE_METRICS, start=1):
         metric = METRICS[key]
         values = [_round(r["value_" + key]) for r in runs]
-        traces.append(
-            {
-                "type": "bar",
-                "name": metric.label,
-                "x": names,
-                "y": values,
-                "customdata": [r["pk"] for r in runs],
-                "xaxis": f"x{i}",
-                "yaxis": f"y{i}",
-                "marker": {"color": [FAIL_COLOR if f else "#0b63c5" for f in failed]},
-                "hovertemplate": "%{x}<br>" + metric.label + ": %{y}<extra></extra>",
-                "showlegend": False,
-            }
-        )
+        bars: dict[str, Any] = {
+            "type": "bar",
+            "name": metric.label,
+            "x": names,
+            "y": values,
+            "customdata": [r["pk"] for r in runs],
+            "xaxis": f"x{i}",
+            "yaxis": f"y{i}",
+            "marker": {"color": [FAIL_COLOR if f else "#0b63c5" for f in failed]},
+            "hovertemplate": "%{x}<br>" + metric.label + ": %{y}<extra></extra>",
+            "showlegend": False,
+        }
+        if with_tools:
+            bars["text"] = [
+                literal(sources.source_note(sources.row_sources(r, metric.column), series.measured_by(r))) for r in runs
+            ]
+            bars["textposition"] = "none"
+            bars["hovertemplate"] = "%{x}<br>" + metric.label + ": %{y}<br>%{text}<extra></extra>"
+        traces.append(bars)
         layout[f"xaxis{i}"] = {"tickangle": -30, "type": "category", "categoryorder": "array", "categoryarray": names}
         layout[f"yaxis{i}"] = {"title": {"text": metric.label}, "rangemode": "tozero", "domain": [0.58, 1]}
         if all(v is None for v in values):
@@ -382,7 +399,9 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
                     }
                 )
     per_run: dict[int, list[float]] = {r["pk"]: [] for r in runs}
+    stored: set[int] = set()  # runs with a request row
     for run_id, ok, tok_s in requests:
+        stored.add(run_id)
         if ok and tok_s is not None and run_id in per_run:
             per_run[run_id].append(tok_s)
     box = panels + 1
@@ -405,7 +424,13 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
             }
         )
         if not rates and any(per_run.values()):
-            text = "failed: no ok request" if run_failed else "no per-request tok/s"
+            text = (
+                "failed: no ok request"
+                if run_failed
+                else "no request stored: the tool's aggregates"
+                if run.get("has_summary") and run["pk"] not in stored
+                else "no per-request tok/s"
+            )
             note = _bar_note(text, name, f"x{box}", f"y{box} domain", FAIL_COLOR if run_failed else NOTE_COLOR)
             annotations.append({**note, "y": 0.5, "textangle": 0})
     layout[f"xaxis{box}"] = {
@@ -462,7 +487,10 @@ def _hide_axes(layout: dict[str, Any], i: int) -> None:
     layout[f"yaxis{i}"].update(hidden)
 
 
-CURVE_FIELDS = ("gpu", *series.FLAG_FIELDS, "prompt_tokens_max", "n_predict_max")  # held fixed along a curve
+# held fixed along a curve: GPU first, prompt and n_predict last; the tool too (tools time requests their own way)
+CURVE_FIELDS = ("gpu", "engine", "tool", "server_flags", *series.FLAG_FIELDS, "prompt_tokens_max", "n_predict_max")
+# What a load curve's x axis can be: the run column, and its name on the page.
+LOAD_AXES = {"concurrency": "concurrency", "request_rate": "request rate (req/s)"}
 MAX_CURVES = 8
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf")
 
@@ -473,33 +501,43 @@ class Curve:
 
     name: str
     points: list[Mapping[str, Any]]
-    knee: int | None
+    knee: float | None
     runs: int
+    x: str = "concurrency"  # the points' key on the x axis
 
     @property
-    def levels(self) -> list[int]:
-        return [p["concurrency"] for p in self.points]
+    def levels(self) -> list[float]:
+        return [p[self.x] for p in self.points]
 
     @property
     def failed_levels(self) -> list[int]:
-        return [p["concurrency"] for p in self.points if p["failed"] == p["runs"]]
+        return [p[self.x] for p in self.points if p["failed"] == p["runs"]]
 
     @property
     def throughput_measured(self) -> bool:
         return any(p["throughput"] is not None for p in self.points)
 
 
-def curves(points: Sequence[Mapping[str, Any]], growth_threshold: float = 0.05) -> list[Curve]:
+def curves(
+    points: Sequence[Mapping[str, Any]],
+    growth_threshold: float = 0.05,
+    fields: Sequence[str] = CURVE_FIELDS,
+    x: str = "concurrency",
+) -> list[Curve]:
     """The rows per configuration and concurrency as curves, the most-run first, each with its knee:
-    the last concurrency before throughput stops growing by `growth_threshold`."""
+    the last concurrency before throughput stops growing by `growth_threshold`.
+
+    `x`: the point's key on the x axis (concurrency, or request_rate); `fields` are held fixed along a curve."""
     by_key: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for point in points:
-        by_key.setdefault(series.key(point, CURVE_FIELDS), []).append(point)
-    several_gpus = len({k[0] for k in by_key}) > 1
-    several_workloads = len({k[-2:] for k in by_key}) > 1
+        by_key.setdefault(series.key(point, fields), []).append(point)
+    groups = list(by_key.values())
+    several_gpus = len({g[0].get("gpu") for g in groups}) > 1
+    several_workloads = len({(g[0].get("prompt_tokens_max"), g[0].get("n_predict_max")) for g in groups}) > 1
+    several_tools = len({series.measured_by(g[0]) for g in groups}) > 1
     found = []
     for rows in by_key.values():
-        rows = sorted(rows, key=lambda p: p["concurrency"])
+        rows = sorted(rows, key=lambda p: p[x])
         first = rows[0]
         labels = {p["label_min"] for p in rows} | {p["label_max"] for p in rows}
         name = series.flags_label(first)
@@ -509,6 +547,8 @@ def curves(points: Sequence[Mapping[str, Any]], growth_threshold: float = 0.05) 
             name += f" on {first['gpu'] or '?'}"
         if several_workloads:
             name += f" · prompt {first['prompt_tokens_max']} tok · n_predict {first['n_predict_max']}"
+        if first.get("tool") or several_tools:
+            name += f" ({series.measured_by(first) or 'kvlab'})"  # no tool named: kvlab's own JSONL
         knee = None
         for prev, cur in zip(rows, rows[1:], strict=False):
             if (
@@ -516,15 +556,17 @@ def curves(points: Sequence[Mapping[str, Any]], growth_threshold: float = 0.05) 
                 and cur["throughput"] is not None
                 and cur["throughput"] < prev["throughput"] * (1 + growth_threshold)
             ):
-                knee = prev["concurrency"]
+                knee = prev[x]
                 break
-        found.append(Curve(name, rows, knee, sum(p["runs"] for p in rows)))
+        found.append(Curve(name, rows, knee, sum(p["runs"] for p in rows), x))
     return sorted(found, key=lambda c: (len(c.points) < 2, -c.runs, c.name))
 
 
-def load_curve(drawn: Sequence[Curve]) -> dict[str, Any]:
+def load_curve(drawn: Sequence[Curve], x_name: str = "concurrency") -> dict[str, Any]:
     """Throughput, per-request tok/s and TTFT p95 against concurrency, one line per configuration,
     a star at each curve's knee; a concurrency at which every run failed is a red cross."""
+    x_word = "concurrency" if x_name == "concurrency" else "request rate"
+    notes = [_curve_sources(curve) for curve in drawn]  # per curve, whose figures its points are (or none)
     timed = any(p["ttft_p95"] is not None for c in drawn for p in c.points)
     panels = [("aggregate throughput (tok/s)", "throughput"), ("per-request decode tok/s", "tok_s")]
     if timed:  # no panel of arbitrary ticks when nothing was timed
@@ -538,10 +580,11 @@ def load_curve(drawn: Sequence[Curve]) -> dict[str, Any]:
     traces: list[dict[str, Any]] = []
     xs = [x for c in drawn for x in c.levels]
     layout["xaxis"] = {
-        "title": {"text": "concurrency"},
+        "title": {"text": LOAD_AXES.get(x_name, x_name)},
         "type": "log" if xs and max(xs) > 16 else "linear",
         "anchor": f"y{len(panels)}",
-        **({} if xs and max(xs) > 16 else {"dtick": 1}),  # concurrency is a whole number
+        # concurrency is a whole number
+        **({} if (xs and max(xs) > 16) or x_name != "concurrency" else {"dtick": 1}),
     }
     top = 1.0
     for i, (title, column) in enumerate(panels, start=1):
@@ -567,7 +610,10 @@ def load_curve(drawn: Sequence[Curve]) -> dict[str, Any]:
                     "y": [_round(p[column]) for p in curve.points],
                     "yaxis": axis,
                     "line": {"color": COLORS[n % len(COLORS)]},
-                    "hovertemplate": f"concurrency %{{x}}<br>{title}: %{{y}}<extra>{name}</extra>",
+                    "hovertemplate": f"{x_word} %{{x}}<br>{title}: %{{y}}"
+                    + ("<br>%{text}" if notes[n] else "")
+                    + f"<extra>{name}</extra>",
+                    **({"text": notes[n]} if notes[n] else {}),
                 }
             )
         if not recorded[i - 1]:
@@ -600,7 +646,7 @@ def load_curve(drawn: Sequence[Curve]) -> dict[str, Any]:
                     [x for _, x in failed],
                     [0] * len(failed),
                     [None] * len(failed),
-                    [f"{literal(c.name)}: every run at concurrency {x} failed" for c, x in failed],
+                    [f"{literal(c.name)}: every run at {x_word} {x:g} failed" for c, x in failed],
                     "x",
                     FAIL_COLOR,
                 ),
@@ -610,6 +656,23 @@ def load_curve(drawn: Sequence[Curve]) -> dict[str, Any]:
         )
     layout["annotations"] = annotations
     return {"data": traces, "layout": layout}
+
+
+def _curve_sources(curve: Curve) -> list[str]:
+    """Hover notes saying whose figures a curve's points are, when any is a tool's own (else none)."""
+    if not any(p.get("tool_runs") for p in curve.points):
+        return []
+    tool = series.measured_by(curve.points[0]) or "the tool"
+    return [
+        literal(
+            f"{tool}'s own figures"
+            if p["tool_runs"] == p["runs"]
+            else f"{p['tool_runs']} of {p['runs']} runs: {tool}'s own figures, the rest kvlab's from requests"
+            if p["tool_runs"]
+            else "kvlab, from the stored requests"
+        )
+        for p in curve.points
+    ]
 
 
 @dataclass(frozen=True)

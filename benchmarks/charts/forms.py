@@ -30,6 +30,12 @@ class LoadCurveForm(forms.Form):
     model = ValueFilterField(empty_label="— pick a model —")
     gpu = forms.CharField(label="GPU", required=False, max_length=200)
     label = forms.CharField(required=False, max_length=200)
+    x = forms.ChoiceField(
+        label="by",
+        choices=list(figures.LOAD_AXES.items()),
+        required=False,
+        help_text="concurrency (kvlab, vLLM, SGLang sweeps) or request rate (GuideLLM's and vLLM's rate points)",
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

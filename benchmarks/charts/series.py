@@ -37,8 +37,20 @@ FIELD_NAMES = {
 }
 
 
+MAX_FLAGS_SHOWN = 60  # characters of another engine's command line in a label
+
+
 def flags_label(row: Mapping[str, Any]) -> str:
-    """The flags as a reader of llama-server's command line expects them, briefly."""
+    """The flags as a reader of llama-server's command line expects them, briefly.
+
+    A run of another engine (vLLM, SGLang: no llama-server flag recorded) reads as its engine and
+    the start of its command line instead of a row of question marks.
+    """
+    if all(row.get(f) in (None, "") for f in FLAG_FIELDS) and (row.get("engine") or row.get("server_flags")):
+        flags = str(row.get("server_flags") or "")
+        if len(flags) > MAX_FLAGS_SHOWN:
+            flags = flags[: MAX_FLAGS_SHOWN - 1] + "…"
+        return f"{row.get('engine') or '?'} {flags}".strip()
     unified = {True: "unified", False: "per-slot", None: "?"}[row.get("kv_unified")]
     text = (
         f"-c {row.get('ctx_size') or '?'} -np {row.get('parallel') or '?'} {unified} "

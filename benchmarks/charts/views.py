@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import plotly
-from django.db.models import Avg, Count, F, FloatField, Max, Min, QuerySet, Window
+from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Window
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, NullIf, RowNumber, TruncDate
 from django.http import FileResponse, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -22,6 +23,7 @@ from django.views.decorators.http import require_GET
 
 from kvlab.http import HtmxHttpRequest
 
+from ..history import sources
 from ..history.forms import CompareForm
 from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
@@ -50,6 +52,13 @@ VALUE_FIELDS = (
     "concurrency",
     "prompt_tokens_max",
     "n_predict_max",
+)
+# Who measured a run and how it was served, read with VALUE_FIELDS for the charts' warnings and hovers
+# (a tool's run beside kvlab's, a vLLM run beside llama.cpp's); the timeline's download keeps VALUE_FIELDS.
+TOOL_FIELDS = ("tool", "source", "engine", "server_flags", "request_rate")
+# Runs whose speed figures are a tool's own (or derived from them), not computed from stored requests.
+TOOL_FIGURES = (
+    Q(provenance__has_key="throughput_tok_s") | Q(provenance__has_key="tok_s_mean") | Q(provenance__has_key="ttft_p95")
 )
 
 
@@ -115,9 +124,12 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     rows = list(
         runs.order_by("-started_at", "-id").values(
             *VALUE_FIELDS,
-            *[f for f in group_fields if f not in VALUE_FIELDS],
+            *TOOL_FIELDS,
+            *[f for f in group_fields if f not in VALUE_FIELDS and f not in TOOL_FIELDS],
             value=F(metric.column),
             build=F("server_props__props__build_info"),
+            # "file" / "derived" when the figure is the tool's: the point's hover says so
+            value_source=KT(f"provenance__{sources.provenance_key(metric.column)}"),
         )[: MAX_TIMELINE_POINTS + 1]
     )
     truncated = len(rows) > MAX_TIMELINE_POINTS
@@ -159,7 +171,12 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
         return _render(request, "charts/compare.html", context, status=400)
     ids = form.cleaned_data["run"]
     values = {f"value_{k}": F(figures.METRICS[k].column) for k in figures.COMPARE_METRICS}
-    found = {r["pk"]: r for r in with_success_rate(Run.objects.filter(pk__in=ids)).values(*VALUE_FIELDS, **values)}
+    found = {
+        r["pk"]: r
+        for r in with_success_rate(Run.objects.filter(pk__in=ids)).values(
+            *VALUE_FIELDS, *TOOL_FIELDS, "provenance", **values, has_summary=Q(summary__isnull=False)
+        )
+    }
     missing = [i for i in ids if i not in found]
     if missing:
         context["missing"] = missing
@@ -175,6 +192,8 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
         # at most MAX_RUNS values a field: name them all
         workloads_differ=series.describe(series.differences(runs, series.WORKLOAD_FIELDS), CompareForm.MAX_RUNS),
         configurations_differ=series.describe(series.differences(runs, series.CONFIG_FIELDS), CompareForm.MAX_RUNS),
+        tools_differ=len({series.measured_by(r) for r in runs}) > 1,
+        tools=list(dict.fromkeys(series.measured_by(r) or "?" for r in runs)),
     )
     return _render(request, "charts/compare.html", context)
 
@@ -187,33 +206,39 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
         return _render(request, "charts/load_curve.html", context, status=400)
     if not form.cleaned_data["model"]:
         return _render(request, "charts/load_curve.html", context)
-    runs = Run.objects.filter(model=form.cleaned_data["model"]).exclude(concurrency=None)
+    x_name = form.cleaned_data.get("x") or "concurrency"
+    # the other axis is held fixed along a curve: GuideLLM's rate points are not one concurrency curve
+    fixed = (*figures.CURVE_FIELDS, "request_rate" if x_name == "concurrency" else "concurrency")
+    runs = Run.objects.filter(model=form.cleaned_data["model"]).exclude(**{x_name: None})
     if form.cleaned_data["gpu"]:
         runs = runs.filter(gpu=form.cleaned_data["gpu"])
     if form.cleaned_data["label"]:
         runs = runs.filter(label=form.cleaned_data["label"])
     not_failed = ~OUTCOME_Q[FAILED]  # a failed run has no speed: never averaged in as a zero
     points = list(
-        runs.values(*figures.CURVE_FIELDS, "concurrency")
+        runs.values(*fixed, x_name)
         .annotate(
             throughput=Avg("throughput_tok_s", filter=not_failed),
             tok_s=Avg("tok_s_mean", filter=not_failed),
             ttft_p95=Avg("ttft_p95", filter=not_failed),
             runs=Count("id"),
             failed=Count("id", filter=OUTCOME_Q[FAILED]),
+            tool_runs=Count("id", filter=TOOL_FIGURES),  # whose figures: the hover says
             label_min=Min("label"),
             label_max=Max("label"),
         )
-        .order_by(*figures.CURVE_FIELDS, "concurrency")
+        .order_by(*fixed, x_name)
     )
     download = _download(request, points, "load-curve")
     if download:
         return download
-    curves = figures.curves(points)
+    curves = figures.curves(points, fields=fixed, x=x_name)
     drawable = [c for c in curves if len(c.points) >= 2]
     drawn = drawable[: figures.MAX_CURVES]
     context.update(
-        figure=figures.load_curve(drawn) if drawn else None,
+        x_name=x_name,
+        x_word="concurrency" if x_name == "concurrency" else "request rate",
+        figure=figures.load_curve(drawn, x_name) if drawn else None,
         curves=drawn,
         n_drawable=len(drawable),
         single_level=[c for c in curves if len(c.points) < 2],
@@ -271,7 +296,7 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
     trend_rows = list(
         with_success_rate(Run.objects.exclude(started_at=None))
         .order_by("-started_at", "-id")
-        .values(*VALUE_FIELDS, value=F("tok_s_mean"), build=F("server_props__props__build_info"))[:2000]
+        .values(*VALUE_FIELDS, *TOOL_FIELDS, value=F("tok_s_mean"), build=F("server_props__props__build_info"))[:2000]
     )
     trend_rows.sort(key=lambda r: (figures.group_name(r, "label"), r["started_at"], r["pk"]))
     trend, hidden_models = (

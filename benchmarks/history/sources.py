@@ -36,6 +36,16 @@ FIELD_WORDS = {"file": "from the file", "declared": "declared", "derived": "deri
 _STANDS_FOR = {"success_rate": "n_ok", "outcome": "n_ok"}
 
 
+def provenance_key(column: str) -> str:
+    """The provenance entry that says where a figure came from (a rate's is its count's)."""
+    return _STANDS_FOR.get(column, column)
+
+
+def kind_of(provenance_value: str | None) -> str:
+    """TOOL, DERIVED or REQUESTS from one provenance value of a figure ("file", "derived", absent)."""
+    return _FIGURE_SOURCE.get(provenance_value or "", REQUESTS)
+
+
 def figure_source(provenance: Mapping[str, str] | None, column: str, *, has_summary: bool = False) -> str:
     """TOOL, DERIVED or REQUESTS for one of the run's figures (a Run column, or success_rate/outcome)."""
     given = (provenance or {}).get(_STANDS_FOR.get(column, column))

@@ -100,20 +100,9 @@ def guidellm_point(run_id: str = "guidellm-rate-4", rate: float = 4.0, n_rows: i
 
 def kvlab_job(run_id: str = "kvlab-job-1", **changes: Any) -> Run:
     """A run kvlab measured itself: every request stored, its figures computed from them."""
+    fields = {"label": "qwen-c16", "model": MODEL, "gpu": "H100", "concurrency": 16, "source": "executed", **changes}
     records = [
-        flat(
-            run=run_id,
-            label="qwen-c16",
-            model=MODEL,
-            gpu="H100",
-            concurrency=16,
-            source="executed",
-            ttft_s=0.1 * (i + 1),
-            elapsed_s=2.0 + i,
-            output_tokens=100,
-            tok_s=40.0 + i,
-            **changes,
-        )
+        flat(run=run_id, ttft_s=0.1 * (i + 1), elapsed_s=2.0 + i, output_tokens=100, tok_s=40.0 + i, **fields)
         for i in range(4)
     ]
     load(jsonl(*records))
@@ -416,3 +405,111 @@ def test_a_figure_the_tool_did_not_report_has_no_source_marker(client: Client) -
     html = page(client, "run-compare", run=[r.pk for r in runs])
 
     assert compare_cells(html, "tok/s per request, min – max")[0] == "— – —"
+
+
+# --- charts ------------------------------------------------------------------------------------
+
+
+def test_the_timeline_draws_summary_only_runs_with_the_tools_figures_and_its_hover_says_so(client: Client) -> None:
+    vllm_run("vllm-a")
+    load(jsonl(summary_record(v2_run("vllm-b", started_at="2026-11-02T10:00:00Z"), ttft_ms={"p95": 300.0})))
+    kvlab_job()
+
+    html = page(client, "chart-timeline", metric="ttft_p95", group="model")
+    (line,) = [t for t in json_of(html, "timeline-figure")["data"] if t["name"] == MODEL]
+
+    by_run = dict(zip(line["customdata"], line["y"], strict=True))
+    runs = {r.key: r.pk for r in Run.objects.all()}
+    assert by_run == {runs["kvlab-job-1"]: 0.4, runs["vllm-a"]: 0.25, runs["vllm-b"]: 0.3}
+    facts = line["hover_facts"]
+    notes = [facts["sources"][i] for i in facts["source"]]
+    assert dict(zip(line["customdata"], notes, strict=True)) == {
+        runs["kvlab-job-1"]: "kvlab, from the stored requests",
+        runs["vllm-a"]: "vllm's own figure",
+        runs["vllm-b"]: "vllm's own figure",
+    }
+    tok_s = json_of(page(client, "chart-timeline", metric="tok_s", group="model"), "timeline-figure")
+    (line,) = [t for t in tok_s["data"] if t["name"] == MODEL]
+    assert "derived from vllm's figures" in line["hover_facts"]["sources"]
+    # the line mixes engines, tools' configurations and workloads: the page says so
+    assert "engine ? / vllm;" in html and "server flags ? / --max-num-seqs 64" in html, html[
+        html.find("mixed-warning") :
+    ][:1500]
+
+
+def test_a_timeline_of_kvlab_runs_alone_carries_no_source_notes(client: Client) -> None:
+    kvlab_job("job-a")
+    kvlab_job("job-b")
+
+    fig = json_of(page(client, "chart-timeline", group="model"), "timeline-figure")
+
+    assert all("sources" not in t.get("hover_facts", {}) for t in fig["data"])
+
+
+def test_the_load_curve_by_request_rate_draws_guidellms_load_points_with_its_figures(client: Client) -> None:
+    for rate, throughput in ((1.0, 400.0), (2.0, 780.0), (4.0, 800.0)):
+        guidellm_point(f"guide-{rate:g}", rate=rate, n_rows=0, requests_sampled=..., output_tok_s=throughput)
+    kvlab_job()  # concurrency only: not on a request-rate curve
+
+    html = page(client, "chart-load", model=MODEL, x="request_rate")
+
+    fig = json_of(html, "load-figure")
+    assert fig["layout"]["xaxis"]["title"]["text"] == "request rate (req/s)"
+    (line,) = [t for t in fig["data"] if t.get("yaxis") == "y" and t["mode"] == "lines+markers"]
+    assert line["x"] == [1.0, 2.0, 4.0] and line["y"] == [400.0, 780.0, 800.0]
+    assert line["text"] == ["guidellm's own figures"] * 3 and "%{text}" in line["hovertemplate"]
+    assert "(guidellm)" in line["name"] and "vllm --max-num-seqs 64" in line["name"]
+    assert "throughput stops growing (by 5% or more) after request rate 2" in html
+    no_placeholders(html[: html.index('<script id="load-figure"')])
+
+
+def test_the_load_curve_by_concurrency_keeps_tools_apart(client: Client) -> None:
+    for c in (1, 4):
+        load(jsonl(summary_record(v2_run(f"vllm-c{c}", workload={"concurrency": c}), output_tok_s=100.0 * c)))
+        kvlab_job(f"job-c{c}", concurrency=c)
+
+    fig = json_of(page(client, "chart-load", model=MODEL), "load-figure")
+
+    lines = {t["name"]: t for t in fig["data"] if t.get("yaxis") == "y" and t["mode"] == "lines+markers"}
+    assert len(lines) == 2
+    (vllm,) = [t for name, t in lines.items() if "(vllm)" in name]
+    assert vllm["x"] == [1, 4] and vllm["y"] == [100.0, 400.0] and vllm["text"] == ["vllm's own figures"] * 2
+    (kvlab,) = [t for name, t in lines.items() if "(kvlab)" in name]
+    assert "text" not in kvlab  # kvlab's own figures: the plain hover
+
+
+def test_the_compare_chart_says_whose_figure_each_bar_is(client: Client) -> None:
+    runs = [vllm_run(), guidellm_point(), kvlab_job()]
+
+    html = page(client, "chart-compare", run=[r.pk for r in runs])
+
+    fig = json_of(html, "compare-figure")
+    bars = {t["name"]: t for t in fig["data"] if t["type"] == "bar"}
+    assert bars["TTFT p95 (s)"]["y"] == [0.25, 0.25, 0.4]
+    assert bars["TTFT p95 (s)"]["text"] == [
+        "vllm's own figure",
+        "guidellm's own figure",
+        "kvlab, from the stored requests",
+    ]
+    assert bars["decode tok/s per request"]["text"][0] == "derived from vllm's figures"
+    notes = [a["text"] for a in fig["layout"]["annotations"]]
+    assert "no request stored: the tool's aggregates" in notes
+    assert 'id="tools-warning"' in html and "(vllm / guidellm / kvlab)" in html
+
+
+def test_the_charts_cost_the_same_queries_for_few_or_many_tool_runs(
+    client: Client, django_assert_num_queries: Any
+) -> None:
+    for n in (2, 6):
+        Run.objects.all().delete()
+        for i in range(n):
+            guidellm_point(f"guide-{i}", rate=float(i + 1), n_rows=0, requests_sampled=...)
+            vllm_run(f"vllm-{i}", n_ok=100, n_failed=0)
+        # the choices (the form is drawn); the points
+        with django_assert_num_queries(2):
+            html = page(client, "chart-timeline")
+        assert f"{2 * n} runs" in html
+        # does a run hold the model; the choices; the points
+        with django_assert_num_queries(3):
+            html = page(client, "chart-load", model=MODEL, x="request_rate")
+        assert 'id="load-figure-plot"' in html

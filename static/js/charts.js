@@ -18,7 +18,8 @@
         trace.text = h.flag.map(function (flag, i) {
           return h.ok[i] + "/" + h.requests[i] + " ok · " + h.flags[flag] +
             " · concurrency " + shown(h.concurrency[i]) + " · prompt " + shown(h.prompt[i]) +
-            " tok · n_predict " + shown(h.n_predict[i]);
+            " tok · n_predict " + shown(h.n_predict[i]) +
+            (h.sources ? "<br>" + h.sources[h.source[i]] : "");  // whose figure: the tool's or kvlab's
         });
         delete trace.hover_facts;
       });
