@@ -196,7 +196,7 @@ def test_the_export_link_carries_the_filters_and_exports_summary_only_runs_as_kv
     kvlab_job()
 
     html = page(client, "run-list", tool="vllm")
-    link = re.search(r'<a href="([^"]*export\.jsonl[^"]*)" download>', html)
+    link = re.search(r'<a href="([^"]*export\.jsonl[^"]*)" download title="kvlab.bench/2', html)
     assert link and "tool=vllm" in link.group(1)
 
     response = client.get(link.group(1).replace("&amp;", "&"))
