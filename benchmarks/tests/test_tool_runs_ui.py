@@ -145,6 +145,7 @@ def test_the_run_list_shows_each_runs_tool_and_engine_and_whether_it_holds_only_
     assert 'class="outcome-partial"' in vllm
     guide = row_of(html, "guidellm-rate-4")
     assert "guidellm 0.3.0" in guide and "· vllm" in guide and ">sampled<" in guide and "200 / 200" in guide
+    assert ">4 req/s</span>" in guide  # a load point at a request rate, in the concurrency column
     job = row_of(html, "kvlab-job-1")
     assert "summary only" not in job and "4 / 4" in job
     no_placeholders(html)
