@@ -76,7 +76,7 @@ FIELDS: list[tuple[str, str, Callable[[Run], str]]] = [
 # Figures: (section, name, the Run column whose source it shows, how to show it)
 FIGURES: list[tuple[str, str, str, Callable[[Run], str]]] = [
     ("Outcome", "outcome", "outcome", lambda r: outcomes.LABELS[r.outcome]),
-    ("Outcome", "ok / total", "n_ok", lambda r: f"{r.n_ok} / {r.n_requests}"),
+    ("Outcome", "ok / total", "n_ok", lambda r: "—" if r.outcome == outcomes.UNKNOWN else f"{r.n_ok} / {r.n_requests}"),
     ("Outcome", "success rate", "success_rate", _rate),
     ("Speed", "tok/s per request, mean", "tok_s_mean", lambda r: fmt(r.tok_s_mean, 2, " tok/s")),
     (

@@ -514,3 +514,20 @@ def test_the_charts_cost_the_same_queries_for_few_or_many_tool_runs(
         with django_assert_num_queries(3):
             html = page(client, "chart-load", model=MODEL, x="request_rate")
         assert 'id="load-figure-plot"' in html
+
+
+def test_a_run_whose_tool_left_its_counts_out_reads_not_reported_not_ok_or_failed(client: Client) -> None:
+    load(jsonl(summary_record(v2_run("bench-csv"), n_requests=None, n_ok=None, n_failed=None)))
+    run = Run.objects.get(key="bench-csv")
+    other = vllm_run()
+
+    html = page(client, "run-detail", run.pk)
+    assert "(the tool did not report its counts)" in html and "0 / 0" not in html
+    assert "none stored — the tool's aggregates" in html
+    compare = page(client, "run-compare", run=[run.pk, other.pk])
+    assert [text_of(c) for c in compare_cells(compare, "outcome")] == ["counts not reported tool", "some failed tool"]
+    assert text_of(compare_cells(compare, "ok / total")[0]) == "—"
+    assert re.findall(r"<small>(bench-csv|vllm-c16)</small>", page(client, "run-list", outcome="partial")) == [
+        "vllm-c16"
+    ]
+    no_placeholders(html)
