@@ -35,7 +35,9 @@ SORT_CHOICES = [(f"{sign}{name}", f"{name} {'↓' if sign else '↑'}") for name
 PAGE_SIZES = (25, 50, 100, 200)
 # Run columns a filter matches exactly (indexed with started_at: run_model_idx … run_engine_idx).
 VALUE_FILTERS = ("model", "gpu", "label", "tool", "engine")
-OUTCOMES = [("", "any outcome")] + [(o, outcomes.LABELS[o]) for o in (outcomes.OK, outcomes.PARTIAL, outcomes.FAILED)]
+OUTCOMES = [("", "any outcome")] + [
+    (o, outcomes.LABELS[o]) for o in (outcomes.OK, outcomes.PARTIAL, outcomes.FAILED, outcomes.UNKNOWN)
+]
 
 
 # Dates a filter accepts: a day after the last one must still be a date.

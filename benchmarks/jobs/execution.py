@@ -121,6 +121,9 @@ def _new_run(job: Job, server_info: dict[str, Any], repeat: int, repeats: int) -
         concurrency=int(params["concurrency"]),
         job=job,
         server_props={**server_info, "n_ctx_slot": n_ctx_slot, "slots": slots},
+        tool="kvlab",
+        engine="llama.cpp",
+        server_flags=job.launch_command or "",
     )
 
 
