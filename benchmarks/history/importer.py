@@ -17,7 +17,7 @@ import gc
 import logging
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +32,7 @@ from ..models import FileImport, RejectedLine, RequestResult, Run
 from .formats import Declared, registry
 from .jsonl import LineError, RecordError
 from .metrics import RunSummary, summarize
-from .reader import ParsedRun, Rejects, SpilledFile, read_bench_file
+from .reader import NotInOrder, ParsedRun, ReadCounts, Rejects, SpilledFile, read_bench_file, runs_as_read
 from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record, storable_text
 from .summaries import merge_summaries, with_tool_summary
 
@@ -138,18 +138,25 @@ def import_bench_file(
     max_line_bytes = max_line_bytes or settings.KVLAB_IMPORT_MAX_LINE_BYTES
     context = _Context(declared or Declared(), server_log)
     require_model = not context.declared.model
+    meta = {
+        "filename": filename[:255],
+        "format": format[:40],
+        "origin": origin,
+        "user": user if getattr(user, "is_authenticated", False) else None,
+    }
+    start = _start_of(stream) if identity is None and conversion_error is None and relabel is None else None
+    if start is not None:
+        # The common file (a kvlab file whose runs are contiguous and whose lines are all
+        # valid) is stored as it is read; any other is read again from its start, the careful way.
+        try:
+            with gc_paused():
+                return _import_as_read(stream, meta, context, max_line_bytes, require_model)
+        except (NotInOrder, Rejected, IntegrityError):
+            stream.seek(start)
+            context = _Context(context.declared, server_log)
     with gc_paused(), read_bench_file(stream, max_line_bytes=max_line_bytes, require_model=require_model) as parsed:
         sha256, size = identity or (parsed.sha256, parsed.size_bytes)
-        meta = {
-            "filename": filename[:255],
-            "format": format[:40],
-            "sha256": sha256,
-            "size_bytes": size,
-            "origin": origin,
-            "user": user if getattr(user, "is_authenticated", False) else None,
-            "n_read": parsed.n_read,
-            "n_blank": parsed.n_blank,
-        }
+        meta = {**meta, "sha256": sha256, "size_bytes": size, "n_read": parsed.n_read, "n_blank": parsed.n_blank}
         failed = conversion_error() if conversion_error else None
         if failed is not None:
             parsed.rejects.add(failed)
@@ -170,6 +177,63 @@ def import_bench_file(
                     raise
                 log.info("import of %s raced another import; retrying", filename)
     raise AssertionError("unreachable")
+
+
+def _start_of(stream: IO[bytes]) -> int | None:
+    """Where a stream that can be read again starts; None when it cannot (a pipe)."""
+    try:
+        return stream.tell() if stream.seekable() else None
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _import_as_read(
+    stream: IO[bytes], meta: dict[str, Any], context: _Context, max_line_bytes: int, require_model: bool
+) -> FileImport:
+    """Store each run as it is read, in one transaction; NotInOrder, Rejected or IntegrityError (all
+    rolled back) when the file needs the careful path: a rejected line, a split run, a race."""
+    counts = ReadCounts()
+    rejects = Rejects()
+    with transaction.atomic():
+        file_import = FileImport.objects.create(**meta, sha256="", size_bytes=0, status=FileImport.Status.IMPORTED)
+        stored = 0
+        with closing(runs_as_read(stream, counts, max_line_bytes=max_line_bytes, require_model=require_model)) as runs:
+            for batch in _batches(_declared_runs_as_read(runs, context), lambda run: len(run.records)):
+                stored += _store_batch(batch, file_import, rejects, context)
+                if rejects:
+                    raise Rejected
+        file_import.sha256, file_import.size_bytes = counts.sha256, counts.size_bytes
+        file_import.n_read, file_import.n_blank = counts.n_read, counts.n_blank
+        file_import.n_imported = stored
+        file_import.n_summaries = context.n_summaries
+        file_import.n_new_runs = context.n_new_runs
+        file_import.n_duplicate = counts.n_records - stored - context.n_summaries
+        file_import.n_runs = counts.n_runs
+        file_import.save(
+            update_fields=[
+                "sha256",
+                "size_bytes",
+                "n_read",
+                "n_blank",
+                "n_imported",
+                "n_duplicate",
+                "n_runs",
+                "n_summaries",
+                "n_new_runs",
+            ]
+        )
+        if context.server_log is not None:
+            _attach_server_log(context.keys, context.server_log)
+        return file_import
+
+
+def _declared_runs_as_read(runs: Iterator[ParsedRun], context: _Context) -> Iterator[ParsedRun]:
+    for run in runs:
+        try:
+            run.apply_declared(context.declared)
+        except RecordError:
+            raise Rejected from None
+        yield run
 
 
 def import_path(

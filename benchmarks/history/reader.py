@@ -278,6 +278,85 @@ def _unspill_run(values: tuple[Any, ...]) -> tuple[Any, ...]:
     return (*values[:_STARTED_AT], started_at, *values[_STARTED_AT + 1 :])
 
 
+class NotInOrder(Exception):
+    """A file that runs_as_read() cannot hand over as it reads: a line was rejected, or a run's lines
+    are split by another run's. Read it again with read_bench_file (which finds every reason)."""
+
+
+@dataclass(slots=True)
+class ReadCounts:
+    """What runs_as_read() counted, complete once its runs are all handed over."""
+
+    sha256: str = ""
+    size_bytes: int = 0
+    n_read: int = 0
+    n_blank: int = 0
+    n_records: int = 0
+    n_runs: int = 0
+
+
+def runs_as_read(
+    stream: IO[bytes], counts: ReadCounts, *, max_line_bytes: int, require_model: bool = True
+) -> Iterator[ParsedRun]:
+    """Each run of a file whose runs are contiguous and whose lines are all valid, as soon as it is read.
+
+    The fast path of the common file: no spill. NotInOrder (raised before the last run is
+    handed over) when the file is not such a file; the caller then discards what it did
+    with the runs. Whether a run's key comes back after another run's is checked with a
+    private SQLite file of the keys seen, so memory stays flat however many runs there are.
+    """
+    reader = _HashingReader(stream)
+    run_cache: dict[Any, tuple[Any, ...]] = {}
+    seen = sqlite3.connect("")
+    seen.executescript(
+        "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = FILE; PRAGMA cache_size = -2048;"
+        "CREATE TABLE run (key PRIMARY KEY) WITHOUT ROWID;"
+    )
+    keys: list[tuple[str]] = []
+    try:
+        run: ParsedRun | None = None
+        for line_no, raw, too_long in iter_lines(reader, max_line_bytes):  # type: ignore[arg-type]
+            if too_long:
+                raise NotInOrder
+            if not raw or raw.isspace():
+                counts.n_blank += 1
+                continue
+            counts.n_read += 1
+            if len(run_cache) > RUN_CACHE_SIZE:
+                run_cache.clear()
+            try:
+                record = normalize(decode_line(raw), run_cache, require_model)
+            except RecordError:
+                raise NotInOrder from None
+            counts.n_records += 1
+            if run is None or record.run[0] != run.key:
+                if run is not None:
+                    yield run
+                run = ParsedRun.start(line_no, record)
+                counts.n_runs += 1
+                keys.append((run.key,))
+                if len(keys) >= SPILL_BATCH:
+                    _remember_keys(seen, keys)
+            try:
+                run.add(line_no, record)
+            except RecordError:
+                raise NotInOrder from None
+        _remember_keys(seen, keys)  # before the last run is handed over: a split run is found in time
+        counts.sha256, counts.size_bytes = reader.digest.hexdigest(), reader.size
+        if run is not None:
+            yield run
+    finally:
+        seen.close()
+
+
+def _remember_keys(seen: sqlite3.Connection, keys: list[tuple[str]]) -> None:
+    try:
+        seen.executemany("INSERT INTO run VALUES (?)", keys)
+    except sqlite3.IntegrityError:  # a run's key again, after another run's lines
+        raise NotInOrder from None
+    keys.clear()
+
+
 def read_bench_file(stream: IO[bytes], *, max_line_bytes: int, require_model: bool = True) -> SpilledFile:
     """Read and validate every line of stream; use the result as a context manager (it closes the spill).
 
