@@ -661,15 +661,20 @@ def _request_row_builder(rows: _RequestRows) -> Callable[[int, int, Record, int]
     extra_field = RequestResult._meta.get_field("extra")
     empty_extra = extra_field.get_db_prep_save({}, connection)
     itl_field = RequestResult._meta.get_field("itl_s")
+    last_ts: datetime | None = None
+    last_adapted = adapt_datetime(None)
 
     def request_row(run_id: int, seq: int, record: Record, occurrence: int) -> tuple[Any, ...]:
+        nonlocal last_ts, last_adapted
         if record.itl is not None:
             rows.itl.append((itl_field.get_db_prep_save(list(record.itl), connection), run_id, seq))
         ts, ok, status, error, error_type, prompt, n_predict, output, tok_s, elapsed, ttft = record.request  # type: ignore[misc]
+        if ts is not last_ts:  # a run's requests often share a timestamp (one parsed object): adapted once
+            last_ts, last_adapted = ts, adapt_datetime(ts)
         return (
             run_id,
             seq,
-            adapt_datetime(ts),
+            last_adapted,
             ok,
             status,
             error or "",

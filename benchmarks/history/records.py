@@ -22,6 +22,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import operator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -162,6 +164,7 @@ class Record(NamedTuple):
 
 
 _NO_V2_RUN_VALUES = (None,) * len(RUN_FIELDS_V2_ONLY)
+_PROVENANCE = RUN_FIELD_NAMES.index("provenance")
 
 
 def normalize(
@@ -181,8 +184,9 @@ def normalize(
         request_raw = tuple(map(fields.get, REQUEST_FIELD_NAMES))
     else:
         plan = _flat_plan(obj)
-        run_raw = tuple(map(obj.get, plan.run_keys))
-        request_raw = tuple(map(obj.get, plan.request_keys))
+        values = (*obj.values(), None)
+        run_raw = plan.run_of(values)
+        request_raw = plan.request_of(values)
         extra = {key: obj[key] for key in plan.extra_keys} if plan.extra_keys else {}
         if plan.inverted:
             run_raw = _invert(run_raw, plan.inverted)
@@ -286,6 +290,10 @@ class _FlatPlan(NamedTuple):
     request_keys: tuple[str, ...]
     extra_keys: tuple[str, ...]
     inverted: tuple[int, ...]  # run field positions given by an inverted alias
+    # From (*obj.values(), None), in the plan's key order: the run's and the request's raw
+    # values (None for an absent field), each in one C call.
+    run_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]
+    request_of: Callable[[tuple[Any, ...]], tuple[Any, ...]]
 
 
 _ABSENT = "\x00absent"  # a key no JSON object of a valid file holds
@@ -319,11 +327,17 @@ def _make_flat_plan(keys: tuple[str, ...]) -> _FlatPlan:
         source[name] = key
         if key in INVERTED_ALIASES:
             inverted.append(RUN_FIELD_NAMES.index(name))
+    position = {key: i for i, key in enumerate(keys)}
+    absent = len(keys)  # the None after the values
     return _FlatPlan(
         run_keys=tuple(source.get(name, _ABSENT) for name in RUN_FIELD_NAMES),
         request_keys=tuple(source.get(name, _ABSENT) for name in REQUEST_FIELD_NAMES),
         extra_keys=tuple(extra),
         inverted=tuple(inverted),
+        run_of=operator.itemgetter(*(position.get(source.get(name, _ABSENT), absent) for name in RUN_FIELD_NAMES)),
+        request_of=operator.itemgetter(
+            *(position.get(source.get(name, _ABSENT), absent) for name in REQUEST_FIELD_NAMES)
+        ),
     )
 
 
@@ -352,7 +366,17 @@ def _run_values(
 ) -> tuple[Any, ...]:
     if cache is None:
         return _checked_run_values(raw, require_model)
-    key = (raw, tuple(map(type, raw)))  # types too: 1 == True and 1 == 1.0 in Python
+    key: Any
+    if len(raw) <= _PROVENANCE or raw[_PROVENANCE] is None:
+        # The JSON text of the values: exact for what a line holds (true, 1 and 1.0 differ,
+        # though equal in Python), and cheaper than pairing the values with their types.
+        # (Not with a provenance, which may be pairs or a list that read alike.)
+        try:
+            key = orjson.dumps(raw)
+        except orjson.JSONEncodeError:  # an integer beyond 64 bits: checked, not remembered
+            return _checked_run_values(raw, require_model)
+    else:
+        key = (raw, tuple(map(type, raw)))  # types too: 1 == True and 1 == 1.0 in Python
     try:
         return cache[key]
     except KeyError:

@@ -145,3 +145,24 @@ def test_a_canonical_extra_that_is_not_an_object_is_rejected(extra):
 def test_an_out_of_range_status_gets_one_message(status):
     with pytest.raises(RecordError, match=rf"^'status' must be an HTTP status code \(100-599\), got {status}$"):
         normalize(flat(status=status, ok=...))
+
+
+@pytest.mark.parametrize(("first", "second"), [(True, 1), (1, 1.0), (4, 4.0), (4, "4")])
+def test_the_run_cache_tells_apart_values_that_python_finds_equal(first, second):
+    # A validated run context is remembered by its values; true, 1 and 1.0 are equal in
+    # Python but not the same JSON, and only one of each pair is a valid value.
+    cache: dict = {}
+    for field in ("kv_unified", "parallel"):
+        results = []
+        for value in (first, second):
+            try:
+                results.append(normalize(flat(**{field: value}), cache).run)
+            except RecordError as exc:
+                results.append(str(exc))
+        fresh = []
+        for value in (first, second):
+            try:
+                fresh.append(normalize(flat(**{field: value})).run)
+            except RecordError as exc:
+                fresh.append(str(exc))
+        assert results == fresh
