@@ -115,6 +115,7 @@ REQUEST_COLUMNS = (  # the RequestResult columns of a generated request, in orde
     "extra",
     "content_hash",
     "occurrence",
+    "itl_s",
 )
 # The flat lab shape: the run's context repeated on every line, under these keys.
 FLAT_RUN_KEYS = {  # JSONL key -> Run attname
@@ -209,6 +210,18 @@ class Lab:
             created_at=started + timedelta(seconds=(summary.effective_wall_s or 0) + rng.randint(5, 3 * 86400)),
             first_import_id=None,
             job_id=None,
+            # issue 15: kvlab's own jobs say so; the imported lab runs are kvlab JSONL of no named tool
+            tool="kvlab" if label["executed"] else "",
+            tool_version="",
+            tool_format="",
+            engine="llama.cpp" if label["executed"] else "",
+            provenance="{}",
+            summary=None,
+            summary_extra=None,
+            requests_sampled=False,
+            request_rate=None,
+            server_flags="",
+            server_log="",
         )
         return LabRun(run, requests)
 
@@ -310,7 +323,7 @@ def make_requests(
             row = (run["id"], seq, ts, True, 200, "", "", prompt, n_predict, output, tok_s, elapsed, ttft)
         wave_longest = max(wave_longest, elapsed)
         content_hash = hashlib.blake2b(f"{run['key']}/{seq}/{prompt}".encode(), digest_size=16).hexdigest()
-        rows.append((*row, "{}", content_hash, 0))
+        rows.append((*row, "{}", content_hash, 0, None))
     reported = None
     if not label["executed"] and rng.random() < 0.7:
         reported = round((wave_start + wave_longest) * rng.uniform(1.0, 1.04) + 0.3, 2)
@@ -436,6 +449,7 @@ def insert_big_run(n_requests: int, *, seed: int = SEED, chunk: int = 20_000, **
     values = {k: v for k, v in template.items() if k in fields} | {"id": run_id, "key": f"big-run-{run_id}"}
     if isinstance(values["server_props"], str):
         values["server_props"] = json.loads(values["server_props"])  # insert_lab writes it as JSON text
+    values["provenance"] = json.loads(values["provenance"])  # likewise
     run = Run(**(values | run_fields))
     drawn = template | {"id": run_id, "key": run.key}  # the lab's model and GPU set the speeds
     q = connection.ops.quote_name
@@ -454,7 +468,7 @@ def insert_big_run(n_requests: int, *, seed: int = SEED, chunk: int = 20_000, **
                 wave, _ = make_requests(lab.rng, label, drawn, 1.0, started + timedelta(seconds=seq))
                 for request in wave[: n_requests - seq]:
                     content_hash = hashlib.blake2b(f"{run.key}/{seq}".encode(), digest_size=16).hexdigest()
-                    rows.append((run_id, seq, adapt(request[2]), *request[3:14], content_hash, 0))
+                    rows.append((run_id, seq, adapt(request[2]), *request[3:14], content_hash, 0, None))
                     seq += 1
             cursor.executemany(request_sql, rows)
         run.refresh_summary()
