@@ -450,11 +450,18 @@ def _check_run_values(
     )
 
 
+# A provenance key may name a run field by its place in the record ("server.flags",
+# "workload.concurrency") or by its name ("server_flags", "concurrency"): both are stored by name,
+# the key the pipeline's own marks (declared, file) and the pages use.
+_PROVENANCE_FIELD_OF_PATH = {".".join(path[1:]): name for name, path in RUN_FIELDS_V2.items() if len(path) > 2}
+
+
 def _provenance_pairs(value: Any) -> Any:
     """A run's provenance object as sorted (field, kind) pairs: hashable, so the run cache keeps it."""
     if not isinstance(value, dict):
         raise _wrong_type("run.provenance", "an object", value)
-    return tuple(sorted(value.items()))
+    named = {_PROVENANCE_FIELD_OF_PATH.get(key, key): kind for key, kind in value.items()}
+    return tuple(sorted(named.items()))
 
 
 def _check_provenance(pairs: Any) -> tuple[tuple[str, str], ...] | None:

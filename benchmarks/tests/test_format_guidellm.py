@@ -446,7 +446,7 @@ def test_declared_values_fill_what_the_file_lacks_but_never_override_it(tmp_path
     assert (run["model"], run["provenance"]["model"]) == ("Qwen/Qwen3-8B", "file")
     assert (run["gpu"], run["provenance"]["gpu"]) == ("RTX 4090", "declared")
     assert (run["engine"], run["label"], run["server"]) == ("vllm", "lab", {"flags": "--tp 1"})
-    assert run["provenance"]["engine"] == run["provenance"]["label"] == run["provenance"]["server.flags"] == "declared"
+    assert run["provenance"]["engine"] == run["provenance"]["label"] == run["provenance"]["server_flags"] == "declared"
 
 
 def test_non_finite_numbers_pythons_json_writes_are_read_as_absent(tmp_path: Path) -> None:

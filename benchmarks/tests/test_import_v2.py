@@ -614,3 +614,15 @@ def test_the_upload_form_keeps_the_single_file_flow(logged_in: Any) -> None:
 
 def fake_file_bytes(*lines: str) -> bytes:
     return ("FAKE\n" + "\n".join(lines)).encode()
+
+
+def test_provenance_named_by_the_fields_place_in_the_record_is_stored_by_its_name() -> None:
+    """A converter may mark "server.flags" or "workload.concurrency" (the field's place in the record);
+    the run keeps it under the field's name, the key the pipeline's own marks and the pages read — so
+    declared server flags are not shown as "from the file"."""
+    provenance = {"model": "file", "server.flags": "declared", "workload.concurrency": "derived"}
+    load(jsonl(summary_record(v2_run(provenance=provenance))))
+    run = Run.objects.get()
+    assert run.provenance["server_flags"] == "declared"
+    assert run.provenance["concurrency"] == "derived"
+    assert "server.flags" not in run.provenance and "workload.concurrency" not in run.provenance

@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 SCHEMA_V2 = "kvlab.bench/2"
 SAMPLE_BYTES = 64 * 1024
@@ -94,6 +94,24 @@ class Source:
 
     def open(self, path: Path | None = None) -> object:
         return (path or self.path).open("rb")
+
+
+def declare(
+    run: dict[str, Any], provenance: dict[str, str], declared: Declared, *, model: str = "", gpu: str = ""
+) -> None:
+    """Fill the run's model and GPU from the file (given here), else from what the user declared, and its
+    label, engine and server flags from what was declared; mark each in provenance by field name."""
+    for name, from_file, from_user in (("model", model, declared.model), ("gpu", gpu, declared.gpu)):
+        if from_file:
+            run[name], provenance[name] = from_file, "file"
+        elif from_user:
+            run[name], provenance[name] = from_user, "declared"
+    if declared.label:
+        run["label"], provenance["label"] = declared.label, "declared"
+    if declared.engine:
+        run["engine"], provenance["engine"] = declared.engine, "declared"
+    if declared.server_flags:
+        run["server"], provenance["server_flags"] = {"flags": declared.server_flags}, "declared"
 
 
 class Format(Protocol):

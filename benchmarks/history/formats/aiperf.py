@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from . import SCHEMA_V2, Declared, FormatError, Sample, Source
+from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare
 
 NAME = "aiperf"
 
@@ -389,17 +389,7 @@ def _run(
 ) -> dict[str, Any]:
     provenance: dict[str, str] = {"id": "derived"}
     run: dict[str, Any] = {"source": "imported"}
-    for field, from_file, from_user in (("model", model, declared.model), ("gpu", gpu, declared.gpu)):
-        if from_file:
-            run[field], provenance[field] = from_file, "file"
-        elif from_user:
-            run[field], provenance[field] = from_user, "declared"
-    if declared.label:
-        run["label"], provenance["label"] = declared.label, "declared"
-    if declared.engine:
-        run["engine"], provenance["engine"] = declared.engine, "declared"
-    if declared.server_flags:
-        run["server"], provenance["server.flags"] = {"flags": declared.server_flags}, "declared"
+    declare(run, provenance, declared, model=model, gpu=gpu)
     run["workload"] = workload
     for key in workload:
         provenance[key] = "file"

@@ -29,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from . import SCHEMA_V2, Declared, FormatError, Sample, Source
+from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare
 
 NAME = "genai-perf"
 MAX_ERROR_CHARS = 2000
@@ -94,17 +94,7 @@ def _experiment(document: dict[str, Any], experiment: Any, where: str, declared:
         provenance["request_rate"] = "file"
     run: dict[str, Any] = {"source": "imported", "workload": workload}
     model = _model(requests[0])
-    for field, from_file, from_user in (("model", model, declared.model), ("gpu", "", declared.gpu)):
-        if from_file:
-            run[field], provenance[field] = from_file, "file"
-        elif from_user:
-            run[field], provenance[field] = from_user, "declared"
-    if declared.label:
-        run["label"], provenance["label"] = declared.label, "declared"
-    if declared.engine:
-        run["engine"], provenance["engine"] = declared.engine, "declared"
-    if declared.server_flags:
-        run["server"], provenance["server.flags"] = {"flags": declared.server_flags}, "declared"
+    declare(run, provenance, declared, model=model)
     run["started_at"] = _iso(min(starts))
     run["wall_s"] = (max(ends) - min(starts)) / 1e9
     version = document.get("version")

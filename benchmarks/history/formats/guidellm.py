@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from . import SCHEMA_V2, Declared, FormatError, Sample, Source
+from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare
 
 NAME = "guidellm"
 
@@ -252,17 +252,7 @@ def _run(
 
     run: dict[str, Any] = {"source": "imported", "workload": workload}
     model = _model(benchmark, report_args)
-    for field, from_file, from_user in (("model", model, declared.model), ("gpu", "", declared.gpu)):
-        if from_file:
-            run[field], provenance[field] = from_file, "file"
-        elif from_user:
-            run[field], provenance[field] = from_user, "declared"
-    if declared.label:
-        run["label"], provenance["label"] = declared.label, "declared"
-    if declared.engine:
-        run["engine"], provenance["engine"] = declared.engine, "declared"
-    if declared.server_flags:
-        run["server"], provenance["server.flags"] = {"flags": declared.server_flags}, "declared"
+    declare(run, provenance, declared, model=model)
     if (started := _iso(start)) is not None:
         run["started_at"], provenance["started_at"] = started, "file"
     if duration is not None:
