@@ -144,19 +144,10 @@ class LogError(ValueError):
 
 
 @dataclass(frozen=True)
-class KVCache:
-    """One `llama_kv_cache: size = …` line: per stream cells, the layers, K and V."""
+class KVCache(KVLine):
+    """One `llama_kv_cache: size = …` line (per stream cells, the layers, K and V) and which cache it sizes."""
 
-    kind: str  # "full", "swa" (after llama_kv_cache_iswa's "creating SWA KV cache"), or "" when not said
-    size_mib: str
-    cells: int
-    layers: int
-    n_seq_max: int
-    n_stream: int
-    type_k: str
-    k_mib: str
-    type_v: str
-    v_mib: str
+    kind: str = ""  # "full", "swa" (after llama_kv_cache_iswa's "creating SWA KV cache"), or "" when not said
 
 
 @dataclass(frozen=True)
@@ -467,7 +458,6 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
         if size:
             log.kv_caches.append(
                 KVCache(
-                    kv_kind[0],
                     size[1],
                     int(size[2]),
                     int(size[3]),
@@ -477,6 +467,7 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
                     size[7],
                     size[8],
                     size[9],
+                    kind=kv_kind[0],
                 )  # fmt: skip
             )
             return True
