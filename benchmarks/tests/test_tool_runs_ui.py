@@ -523,6 +523,9 @@ def test_a_run_whose_tool_left_its_counts_out_reads_not_reported_not_ok_or_faile
 
     html = page(client, "run-detail", run.pk)
     assert "(the tool did not report its counts)" in html and "0 / 0" not in html
+    # neither the request count nor the success rate reads as 0, or as computed by kvlab from requests
+    assert "<dt>requests</dt><dd>— <small>(the tool did not report its counts)</small></dd>" in html
+    assert not re.search(r"did not report its counts\)</small>\s*<abbr class=\"src src-requests\"", html)
     assert "none stored — the tool's aggregates" in html
     compare = page(client, "run-compare", run=[run.pk, other.pk])
     assert [text_of(c) for c in compare_cells(compare, "outcome")] == ["counts not reported tool", "some failed tool"]
