@@ -6,6 +6,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import stat
+import threading
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -554,13 +557,30 @@ def _snapshot() -> list[tuple[Any, ...]]:
     return [*runs, *requests]
 
 
-def test_a_v1_export_leaves_out_runs_without_requests() -> None:
+def test_a_v1_export_leaves_out_runs_without_requests(tmp_path: Path) -> None:
     load(jsonl(summary_record(), flat(run="kv")))
 
     lines = [orjson.loads(line) for line in export_lines(Run.objects.all(), SCHEMA_V1)]
     assert [(line["schema"], line["run"]["id"]) for line in lines] == [(SCHEMA_V1, "kv")]
-    _, err = run_command("export_bench", "--schema", SCHEMA_V1, "--out", "/dev/null")
+    _, err = run_command("export_bench", "--schema", SCHEMA_V1, "--out", str(tmp_path / "v1.jsonl"))
     assert "1 run(s) without requests left out" in err
+    assert [orjson.loads(line)["run"]["id"] for line in (tmp_path / "v1.jsonl").read_bytes().splitlines()] == ["kv"]
+
+
+def test_an_export_to_a_pipe_writes_into_it_and_leaves_it_a_pipe(tmp_path: Path) -> None:
+    # `--out /dev/null` as root once replaced /dev/null with a regular file (write beside, then rename).
+    load(jsonl(flat(run="kv"), flat(run="kv", tok_s=2.0)))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    _, err = run_command("export_bench", "--out", str(fifo))
+    reader.join(timeout=10)
+
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert [orjson.loads(line)["run"]["id"] for line in received[0].splitlines()] == ["kv", "kv"]
+    assert "wrote 2 records of 1 runs" in err
 
 
 # --- the upload form ------------------------------------------------------------------------------

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -44,16 +45,27 @@ class Command(BaseCommand):
                 sys.stderr.close()
             return
         target = Path(out)
+        if target.exists() and not target.is_file():
+            # A device or a pipe (/dev/null, a FIFO) is written to, never replaced by a file.
+            with target.open("wb") as fh:
+                n = _write(fh, export_lines(runs, schema))
+            self.stderr.write(f"wrote {n} records of {runs.count()} runs to {target}")
+            return
         # Write beside the target and rename, so a failed export never leaves half a file.
         fd, tmp = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
-        n = 0
         try:
             with os.fdopen(fd, "wb") as fh:
-                for line in export_lines(runs, schema):
-                    fh.write(line)
-                    n += 1
+                n = _write(fh, export_lines(runs, schema))
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
         self.stderr.write(f"wrote {n} records of {runs.count()} runs to {target}")
+
+
+def _write(fh: IO[bytes], lines: Iterable[bytes]) -> int:
+    n = 0
+    for line in lines:
+        fh.write(line)
+        n += 1
+    return n
