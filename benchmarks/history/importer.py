@@ -29,6 +29,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from ..models import FileImport, RejectedLine, RequestResult, Run
+from . import sqlite_batches
 from .formats import Declared, registry
 from .jsonl import LineError, RecordError
 from .metrics import RunSummary, summarize
@@ -148,12 +149,19 @@ def import_bench_file(
     if start is not None:
         # The common file (a kvlab file whose runs are contiguous and whose lines are all
         # valid) is stored as it is read; any other is read again from its start, the careful way.
-        try:
-            with gc_paused():
-                return _import_as_read(stream, meta, context, max_line_bytes, require_model)
-        except (NotInOrder, Rejected, IntegrityError):
-            stream.seek(start)
-            context = _Context(context.declared, server_log)
+        # On SQLite its new runs are written from a second thread; a run already stored (the
+        # file imported before, or grown since) makes that attempt fail on the run's key, and the
+        # file is stored as it is read in this thread, adding to the stored runs.
+        threaded_first = sqlite_batches.worth_it(stream) and sqlite_batches.available()
+        for threaded in (True, False) if threaded_first else (False,):
+            try:
+                with gc_paused():
+                    return _import_as_read(stream, meta, context, max_line_bytes, require_model, threaded)
+            except (NotInOrder, Rejected, IntegrityError) as exc:
+                stream.seek(start)
+                context = _Context(context.declared, server_log)
+                if not (threaded and isinstance(exc, IntegrityError)):
+                    break
     with gc_paused(), read_bench_file(stream, max_line_bytes=max_line_bytes, require_model=require_model) as parsed:
         sha256, size = identity or (parsed.sha256, parsed.size_bytes)
         meta = {**meta, "sha256": sha256, "size_bytes": size, "n_read": parsed.n_read, "n_blank": parsed.n_blank}
@@ -188,20 +196,32 @@ def _start_of(stream: IO[bytes]) -> int | None:
 
 
 def _import_as_read(
-    stream: IO[bytes], meta: dict[str, Any], context: _Context, max_line_bytes: int, require_model: bool
+    stream: IO[bytes],
+    meta: dict[str, Any],
+    context: _Context,
+    max_line_bytes: int,
+    require_model: bool,
+    threaded: bool,
 ) -> FileImport:
     """Store each run as it is read, in one transaction; NotInOrder, Rejected or IntegrityError (all
-    rolled back) when the file needs the careful path: a rejected line, a split run, a race."""
+    rolled back) when the file needs the careful path: a rejected line, a split run, a race.
+
+    threaded: the runs are new (else IntegrityError) and written from a second thread (_write_new_runs).
+    """
     counts = ReadCounts()
     rejects = Rejects()
     with transaction.atomic():
         file_import = FileImport.objects.create(**meta, sha256="", size_bytes=0, status=FileImport.Status.IMPORTED)
         stored = 0
         with closing(runs_as_read(stream, counts, max_line_bytes=max_line_bytes, require_model=require_model)) as runs:
-            for batch in _batches(_declared_runs_as_read(runs, context), lambda run: len(run.records)):
-                stored += _store_batch(batch, file_import, rejects, context)
-                if rejects:
-                    raise Rejected
+            batches = _batches(_declared_runs_as_read(runs, context), lambda run: len(run.records))
+            if threaded:
+                stored = _write_new_runs(batches, file_import, context)
+            else:
+                for batch in batches:
+                    stored += _store_batch(batch, file_import, rejects, context)
+                    if rejects:
+                        raise Rejected
         file_import.sha256, file_import.size_bytes = counts.sha256, counts.size_bytes
         file_import.n_read, file_import.n_blank = counts.n_read, counts.n_blank
         file_import.n_imported = stored
@@ -225,6 +245,53 @@ def _import_as_read(
         if context.server_log is not None:
             _attach_server_log(context.keys, context.server_log)
         return file_import
+
+
+def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport, context: _Context) -> int:
+    """Store the file's runs, all new, from a second thread (sqlite_batches); requests stored.
+
+    A run already stored (by an earlier import, or by one racing this) fails its INSERT on
+    the unique key: IntegrityError, and the file takes the careful path, which adds to
+    stored runs. Rows that cannot go as JSON exactly do too (NotInOrder).
+    """
+    quote = connection.ops.quote_name
+    run_table = Run._meta.db_table
+    request_table = RequestResult._meta.db_table
+    insert_runs = sqlite_batches.insert_sql(run_table, RUN_INSERT_COLUMNS)
+    insert_requests = sqlite_batches.insert_sql(request_table, REQUEST_INSERT_COLUMNS, run_table=run_table)
+    set_itl = (
+        f"UPDATE {quote(request_table)} SET {quote('itl_s')} = json_extract(j.value, '$[0]') "
+        f"FROM json_each(%s) AS j WHERE {quote(request_table)}.{quote('seq')} = json_extract(j.value, '$[2]') "
+        f"AND {quote(request_table)}.{quote('run_id')} = (SELECT {quote('id')} FROM {quote(run_table)} "
+        f"WHERE {quote('key')} = json_extract(j.value, '$[1]'))"
+    )
+    stored = 0
+    with sqlite_batches.BatchWriter() as writer:
+        for batch in batches:
+            builder = _RequestRows()
+            request_row = builder.build
+            requests = [
+                request_row(run.key, seq, record, occurrence)
+                for run in batch
+                for seq, (_line_no, record, occurrence) in enumerate(run.records)
+            ]
+            try:
+                statements = [
+                    (insert_runs, sqlite_batches.encode(_new_run_rows(batch, file_import))),
+                    (insert_requests, sqlite_batches.encode(requests)),
+                ]
+                if builder.itl:
+                    statements.append((set_itl, sqlite_batches.encode(builder.itl)))
+            except sqlite_batches.NotEncodable:
+                raise NotInOrder from None
+            writer.put(statements)
+            stored += len(requests)
+            context.n_new_runs += len(batch)
+            context.n_summaries += sum(run.summary is not None for run in batch)
+            if context.server_log is not None:
+                context.keys.extend(run.key for run in batch)
+        writer.finish()
+    return stored
 
 
 def _declared_runs_as_read(runs: Iterator[ParsedRun], context: _Context) -> Iterator[ParsedRun]:
@@ -589,6 +656,11 @@ def datetime_adapter() -> Callable[[datetime | None], Any]:
 
 
 def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
+    _insert(Run, RUN_INSERT_COLUMNS, _new_run_rows(runs, file_import))
+
+
+def _new_run_rows(runs: list[ParsedRun], file_import: FileImport) -> list[list[Any]]:
+    """The rows of new runs, in RUN_INSERT_COLUMNS order, adapted for the backend."""
     adapt_datetime = datetime_adapter()
     json_field = Run._meta.get_field("summary")
     provenance_json: dict[Any, Any] = {}
@@ -629,7 +701,7 @@ def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
         ]
         row[_STARTED_AT_INDEX] = adapt_datetime(row[_STARTED_AT_INDEX])
         rows.append(row)
-    _insert(Run, RUN_INSERT_COLUMNS, rows)
+    return rows
 
 
 class _RequestRows:
@@ -641,7 +713,7 @@ class _RequestRows:
 
     def __init__(self) -> None:
         self.build = _request_row_builder(self)
-        self.itl: list[tuple[Any, int, int]] = []  # (adapted latencies, run id, seq)
+        self.itl: list[tuple[Any, Any, int]] = []  # (adapted latencies, run id, seq)
 
     def insert(self, rows: list[tuple[Any, ...]]) -> None:
         _insert(RequestResult, REQUEST_INSERT_COLUMNS, rows)
@@ -656,7 +728,7 @@ class _RequestRows:
             self.itl = []
 
 
-def _request_row_builder(rows: _RequestRows) -> Callable[[int, int, Record, int], tuple[Any, ...]]:
+def _request_row_builder(rows: _RequestRows) -> Callable[[Any, int, Record, int], tuple[Any, ...]]:
     adapt_datetime = datetime_adapter()
     extra_field = RequestResult._meta.get_field("extra")
     empty_extra = extra_field.get_db_prep_save({}, connection)
@@ -664,7 +736,7 @@ def _request_row_builder(rows: _RequestRows) -> Callable[[int, int, Record, int]
     last_ts: datetime | None = None
     last_adapted = adapt_datetime(None)
 
-    def request_row(run_id: int, seq: int, record: Record, occurrence: int) -> tuple[Any, ...]:
+    def request_row(run_id: Any, seq: int, record: Record, occurrence: int) -> tuple[Any, ...]:
         nonlocal last_ts, last_adapted
         if record.itl is not None:
             rows.itl.append((itl_field.get_db_prep_save(list(record.itl), connection), run_id, seq))

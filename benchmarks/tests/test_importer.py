@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from benchmarks.history import importer
+from benchmarks.history import importer, sqlite_batches
 from benchmarks.history.exporter import export_lines
 from benchmarks.models import FileImport, RejectedLine, RequestResult, Run
 
@@ -176,6 +176,8 @@ def test_a_file_that_describes_a_stored_run_differently_is_rejected(import_bytes
 
 
 def test_an_import_that_fails_midway_stores_nothing(import_bytes, monkeypatch):
+    # Single-thread path: the requests' INSERT fails after the runs' went in.
+    monkeypatch.setattr(sqlite_batches, "available", lambda: False)
     real_insert = importer._insert
 
     def insert_then_fail(model, columns, rows):
@@ -186,6 +188,29 @@ def test_an_import_that_fails_midway_stores_nothing(import_bytes, monkeypatch):
     monkeypatch.setattr(importer, "_insert", insert_then_fail)
     with pytest.raises(OSError):
         import_bytes(jsonl(flat(), flat(run="r2")))
+    assert Run.objects.count() == 0 and RequestResult.objects.count() == 0
+    assert FileImport.objects.count() == 0
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="the second-thread path is SQLite's")
+def test_an_import_whose_writer_thread_fails_midway_stores_nothing(import_bytes, monkeypatch):
+    assert sqlite_batches.available(), "this SQLite reads JSON floats back exactly"
+    # The second-thread path (SQLite): the second batch fails in the writer, after the first was written.
+    monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 0)
+    monkeypatch.setattr(importer, "INSERT_BATCH", 2)
+    written = []
+
+    class FailingWriter(sqlite_batches.BatchWriter):
+        def execute(self, sql, payload):
+            if len(written) == 2:
+                raise OSError("disk full")
+            super().execute(sql, payload)
+            written.append(sql)
+
+    monkeypatch.setattr(sqlite_batches, "BatchWriter", FailingWriter)
+    with pytest.raises(OSError):
+        import_bytes(jsonl(flat(), flat(run="r2"), flat(run="r3"), flat(run="r4")))
+    assert len(written) == 2
     assert Run.objects.count() == 0 and RequestResult.objects.count() == 0
     assert FileImport.objects.count() == 0
 

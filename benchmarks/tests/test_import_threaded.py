@@ -1,0 +1,209 @@
+"""On SQLite a file's new runs are written from a second thread, one JSON batch per statement
+(sqlite_batches): it must store exactly what the single-thread path stores, roll back whole on
+a failure, and leave a file that adds to stored runs to the path that can."""
+
+from __future__ import annotations
+
+import random
+import struct
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from benchmarks.history import importer, sqlite_batches
+from benchmarks.history.records import MAX_INT, SCHEMA_V2
+from benchmarks.models import FileImport, RequestResult, Run
+
+from .conftest import flat, jsonl
+
+pytestmark = [
+    pytest.mark.django_db,
+    pytest.mark.skipif(connection.vendor != "sqlite", reason="the second-thread path is SQLite's"),
+]
+
+RUN_FIELDS = [f.attname for f in Run._meta.concrete_fields if f.attname not in {"id", "created_at", "first_import_id"}]
+REQUEST_FIELDS = [f.attname for f in RequestResult._meta.concrete_fields if f.attname not in {"id", "run_id"}]
+
+LABEL = 'ünïcødé ✓ \u2028 "quoted" back\\slash'
+HARD_FLOATS = [
+    5e-324,
+    2.2250738585072011e-308,
+    1.7976931348623157e308,
+    0.1 + 0.2,
+    1 / 3,
+    9007199254740993.0,
+    123456.78901234567,
+    1e-7,
+    0.0,
+]
+
+
+def _random_float(rng: random.Random) -> float:
+    while True:
+        value = abs(struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0])
+        if value < 1e300:
+            return value
+
+
+def _lines(rng: random.Random) -> list[dict[str, Any] | bytes]:
+    lines: list[dict[str, Any] | bytes] = []
+    for i, value in enumerate(HARD_FLOATS):
+        lines.append(flat(run=f"hard-{i}", elapsed_s=value, tok_s=min(value, 1e6), run_wall_s=value or None))
+    for i in range(40):
+        lines.append(
+            flat(
+                run=f"random-{i // 4}",
+                elapsed_s=_random_float(rng),
+                tok_s=rng.uniform(0, 1e6),
+                ts=f"2026-10-01T12:{i % 60:02d}:{rng.randint(0, 59):02d}.{rng.randint(0, 999999):06d}+02:00",
+                prompt_tokens=rng.choice([0, 1, MAX_INT]),
+                n_predict=rng.choice([-1, 0, MAX_INT]),
+                output_tokens=rng.choice([None, 0, MAX_INT]),
+            )
+        )
+    lines += [
+        flat(run="text", label=LABEL, error="boom: \t\n ✗", ok=False, status=500),
+        flat(run="text", label=LABEL, ok=False, status=None, error="Context size has been exceeded.", more=[1, 2.5]),
+        flat(run="text", label=LABEL, ok=None, status=503, error=None),
+        flat(run="epoch", ts=1_790_000_000.123456),
+        {
+            "schema": SCHEMA_V2,
+            "run": {
+                "id": "v2",
+                "model": "m.gguf",
+                "started_at": "9999-12-31T23:59:59Z",
+                "tool": {"name": "vllm", "version": "0.9", "format": "vllm bench serve"},
+                "provenance": {"model": "file", "server.flags": "declared"},
+                "server": {"flags": "-c 4096 --kv-unified"},
+                "workload": {"request_rate": 2.5},
+            },
+            "request": {"ok": True, "ttft_s": 0.012, "itl_s": [0.01, 5e-324, 0.3], "output_tokens": 3},
+            "extra": {"note": "kept", "n": 2**63 - 1},
+        },
+        {
+            "schema": SCHEMA_V2,
+            "run": {"id": "v2", "model": "m.gguf"},
+            "summary": {"n_requests": 3, "n_ok": 2, "n_failed": 1, "ttft_ms": {"p95": 12.5}, "duration_s": 1.5},
+        },
+    ]
+    return lines
+
+
+def _snapshot() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    runs = list(Run.objects.order_by("key").values_list(*RUN_FIELDS))
+    requests = list(RequestResult.objects.order_by("run__key", "seq").values_list("run__key", *REQUEST_FIELDS))
+    return runs, requests
+
+
+def _bits(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Floats as their bytes, so 0.0 and -0.0 or two neighbouring doubles differ."""
+    return [tuple(struct.pack("<d", v) if type(v) is float else v for v in row) for row in rows]
+
+
+@pytest.fixture(autouse=True)
+def small_files_too(monkeypatch):
+    """The writer thread for files of any size (it starts at sqlite_batches.MIN_BYTES)."""
+    monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 0)
+
+
+@pytest.fixture
+def writes(monkeypatch):
+    """The statements the writer thread ran."""
+    ran: list[str] = []
+    real = sqlite_batches.BatchWriter.execute
+
+    def spy(self, sql, payload):
+        ran.append(sql.split(" (")[0])
+        real(self, sql, payload)
+
+    monkeypatch.setattr(sqlite_batches.BatchWriter, "execute", spy)
+    return ran
+
+
+def test_this_sqlite_reads_json_floats_back_exactly():
+    assert sqlite_batches.json_floats_exact()
+    assert sqlite_batches.available()
+
+
+def test_the_writer_thread_stores_exactly_what_the_single_thread_path_stores(import_bytes, writes, monkeypatch):
+    data = jsonl(*_lines(random.Random(7)))
+
+    threaded = import_bytes(data)
+    assert threaded.status == "imported", [line.reason for line in threaded.rejected_lines.all()]
+    assert {'INSERT INTO "benchmarks_run"', 'INSERT INTO "benchmarks_requestresult"'} <= set(writes)
+    assert any(sql.startswith("UPDATE") for sql in writes)  # the v2 request's inter-token latencies
+    by_thread = _snapshot()
+    Run.objects.all().delete()
+    FileImport.objects.all().delete()
+
+    writes.clear()
+    monkeypatch.setattr(sqlite_batches, "available", lambda: False)
+    single = import_bytes(data)
+    assert writes == []
+    by_single = _snapshot()
+
+    assert (threaded.n_runs, threaded.n_imported, threaded.n_summaries) == (
+        single.n_runs,
+        single.n_imported,
+        single.n_summaries,
+    )
+    assert _bits(by_thread[0]) == _bits(by_single[0])
+    assert _bits(by_thread[1]) == _bits(by_single[1])
+    assert len(by_thread[1]) == threaded.n_imported == 54
+    itl = RequestResult.objects.get(run__key="v2").itl_s
+    assert itl == [0.01, 5e-324, 0.3]
+
+
+def test_a_grown_file_adds_to_its_stored_runs_without_the_careful_path(import_bytes, writes, monkeypatch):
+    spilled = []
+    real_read = importer.read_bench_file
+    monkeypatch.setattr(importer, "read_bench_file", lambda *a, **k: spilled.append(1) or real_read(*a, **k))
+    first = [flat(run="a", tok_s=1.0), flat(run="b", tok_s=2.0)]
+    import_bytes(jsonl(*first))
+    assert writes  # the first import went through the writer thread
+
+    grown = import_bytes(jsonl(*first, flat(run="b", tok_s=3.0), flat(run="c", tok_s=4.0)))
+
+    assert (grown.status, grown.n_imported, grown.n_duplicate, grown.n_new_runs) == ("imported", 2, 2, 1)
+    assert spilled == []
+    assert list(RequestResult.objects.filter(run__key="b").order_by("seq").values_list("tok_s", flat=True)) == [
+        2.0,
+        3.0,
+    ]
+    assert FileImport.objects.count() == 2
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [[[1, 2**64]], [["a\x00b"]], [["\ud800"]]],
+    ids=["an integer beyond 64 bits", "a NUL", "a lone surrogate"],
+)
+def test_rows_json_cannot_carry_exactly_are_not_handed_over(rows):
+    with pytest.raises(sqlite_batches.NotEncodable):
+        sqlite_batches.encode(rows)
+
+
+def test_a_batch_that_cannot_go_as_json_sends_the_file_down_the_careful_path(import_bytes, writes, monkeypatch):
+    # Validation refuses what orjson cannot write, so encode() refusing is a safety net: the
+    # attempt rolls back and the careful path stores the file, once.
+    monkeypatch.setattr(importer, "INSERT_BATCH", 1)
+    real_encode = sqlite_batches.encode
+    calls = []
+
+    def refuse_the_third(rows):
+        calls.append(1)
+        if len(calls) == 3:
+            raise sqlite_batches.NotEncodable
+        return real_encode(rows)
+
+    monkeypatch.setattr(sqlite_batches, "encode", refuse_the_third)
+    result = import_bytes(jsonl(flat(run="a"), flat(run="b"), flat(run="c")))
+    assert (result.status, result.n_runs, result.n_imported) == ("imported", 3, 3)
+    assert Run.objects.count() == 3 and RequestResult.objects.count() == 3 and FileImport.objects.count() == 1
+
+
+def test_a_small_file_is_stored_in_one_thread(import_bytes, writes, monkeypatch):
+    monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 1 << 20)
+    result = import_bytes(jsonl(*(flat(run=f"r{i}") for i in range(100))))
+    assert (result.status, result.n_runs) == ("imported", 100) and writes == []
