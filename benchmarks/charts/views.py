@@ -284,7 +284,11 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 def home(request: HtmxHttpRequest) -> HttpResponse:
-    latest = list(Run.objects.order_by(F("started_at").desc(nulls_last=True), "-id")[:10])
+    latest = list(
+        Run.objects.defer("server_props", "server_log", "summary_extra", "telemetry").order_by(
+            F("started_at").desc(nulls_last=True), "-id"
+        )[:10]
+    )
     since = timezone.now() - timedelta(days=30)
     failures = list(
         Run.objects.filter(started_at__gte=since, n_requests__gt=0)

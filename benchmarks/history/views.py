@@ -43,7 +43,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     status = 200
     if form.is_valid():
         # a list loads only what it shows
-        runs = form.filter(Run.objects.defer("server_props", "server_log", "summary_extra"))
+        runs = form.filter(Run.objects.defer("server_props", "server_log", "summary_extra", "telemetry"))
         per_page = form.cleaned_data["per_page"]
         page_no = form.cleaned_data.get("page") or 1
     else:

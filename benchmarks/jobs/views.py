@@ -53,7 +53,7 @@ def server_edit(request: HtmxHttpRequest, pk: int | None = None) -> HttpResponse
 @require_GET
 def server_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(Server, pk=pk)
-    jobs = server.jobs.defer("params", "recent_errors")[:20]
+    jobs = server.jobs.defer("params", "recent_errors", "telemetry")[:20]
     context = {"server": server, "jobs": jobs, "pool": server_pool(server.launch_command, server.last_probe)}
     return render(request, "benchmarks/server_detail.html", context)
 

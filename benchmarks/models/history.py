@@ -107,6 +107,21 @@ class Run(models.Model):
     ttft_p50 = models.FloatField("TTFT p50 (s)", null=True)
     ttft_p95 = models.FloatField("TTFT p95 (s)", null=True)
     e2e_p95 = models.FloatField("E2E p95 (s)", null=True)
+    # Issue 16: streamed-token latencies. ITL over every gap between two tokens of the ok
+    # requests; TPOT per ok request, (E2E - TTFT) / (output tokens - 1); both nearest-rank.
+    e2e_p50 = models.FloatField("E2E p50 (s)", null=True)
+    itl_p50 = models.FloatField("ITL p50 (s)", null=True)
+    itl_p95 = models.FloatField("ITL p95 (s)", null=True)
+    tpot_p50 = models.FloatField("TPOT p50 (s)", null=True)
+    tpot_p95 = models.FloatField("TPOT p95 (s)", null=True)
+
+    # How requests arrived: "" fixed concurrency (or unknown), "poisson" or "constant" at
+    # request_rate; a kvlab job's seed is in server_props["arrival"].
+    arrival = models.CharField(max_length=16, blank=True, default="", db_default="")
+    # The KV pool as the server reported it while the run ran (kvlab jobs): /slots and
+    # /metrics sampled at 2 Hz or faster, GPU memory when NVML saw one, the peak, and the
+    # attribution of a shared-pool overflow. Shape: benchmarks/jobs/telemetry/series.py.
+    telemetry = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["-started_at", "-id"]

@@ -82,6 +82,9 @@ class Job(Work):
     # concurrency): [{"i": index, "state": "waiting"|"streaming", "tokens": n, "elapsed_s": s,
     # "ttft_s": s|null, "tok_s": rate|null}]; emptied when the job ends.
     live = models.JSONField(default=list, blank=True)
+    # The running wave's telemetry series (the shape of Run.telemetry), rewritten at each
+    # heartbeat for the live page; emptied when the job ends (the runs keep theirs).
+    telemetry = models.JSONField(null=True, blank=True)
     sweep_config = models.ForeignKey(
         "SweepConfig", null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
     )
