@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := data/demo/bench_results.jsonl
 
-.PHONY: run test test-postgres test-oracle test-gpu setup bench lint format user check-python
+.PHONY: run test test-postgres test-oracle test-gpu setup bench crosscheck lint format user check-python
 
 run: setup
 	scripts/run.sh
@@ -52,6 +52,11 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/sizing_speed.py
 	$(BIN)/python bench/bounded_pages.py
 	$(BIN)/python bench/bounded_pages.py --engine postgres
+
+# Opt-in: kvlab's TTFT/ITL/throughput against GuideLLM's on the same real llama-server
+# (installs guidellm, with torch, into its own venv under ~/.cache/kvlab on first use).
+crosscheck: setup $(VENV)/.dev-installed
+	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/python bench/guidellm_agreement.py
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
