@@ -5,6 +5,17 @@ Timing: TTFT = request sent → first event carrying generated content
 chunk. Decode tok/s: the server's timings.predicted_per_second, and the client's
 (output_tokens - 1) / (E2E - TTFT); both are kept.
 
+Tokens are counted from each event's `tokens_predicted` (the server's own count of
+tokens generated so far) when it has one: llama-server holds back a token that ends
+in an incomplete UTF-8 sequence and sends it with the next, so events are fewer than
+tokens. Inter-token latencies (itl_s) are the gaps between events, each split evenly
+over the tokens its event stands for: one value per token after the first, so their
+mean is (E2E - TTFT) / (output_tokens - 1) — guidellm's ITL and TPOT definitions.
+On an error event the request's own numbers at that moment are kept in
+Outcome.at_error (stored as the request's extra["at_error"]): the cells its sequence
+held (prompt + decoded), the client's exact account of a shared-pool overflow that no
+/slots sample may have seen.
+
 Every outcome is recorded: HTTP 500 "Context size has been exceeded", HTTP 400
 exceed_context_size_error, an error event inside a 200 stream, a stream closed
 before its final chunk, a server that never answers (a deadline on the whole
@@ -26,7 +37,7 @@ import aiohttp.http_exceptions
 from aiohttp.abc import AbstractResolver, ResolveResult
 
 from ...history.errors import DISCONNECT, EXCEED_CONTEXT_SIZE, OTHER, TIMEOUT, classify_error
-from ...history.records import MAX_ERROR_CHARS, MAX_INT, MAX_TOK_S, storable_text
+from ...history.records import MAX_ERROR_CHARS, MAX_INT, MAX_ITL_VALUES, MAX_TOK_S, storable_text
 from .target import Target
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -47,6 +58,10 @@ class Outcome:
     elapsed_s: float | None = None
     started_at: float = 0.0  # time.time() when sent
     extra: dict[str, Any] = field(default_factory=dict)
+    itl_s: list[float] | None = None  # one gap per token after the first (None: fewer than 2 tokens)
+    # On an error event: {"t_s" (since the wave's t0), "prompt", "decoded", "cells"}; the
+    # recorder stores it as the request's extra["at_error"].
+    at_error: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -110,10 +125,14 @@ async def stream_completion(
     *,
     deadline_s: float,
     progress: Progress | None = None,
+    t0: float | None = None,
+    prompt_tokens: int | None = None,
 ) -> Outcome:
     """POST /completion with stream: true and measure it; never raises for server faults.
 
-    progress, when given, follows the tokens as they stream (for a live view).
+    progress, when given, follows the tokens as they stream (for a live view). t0: the
+    wave's perf_counter origin, from which Outcome.at_error["t_s"] counts (default: this
+    request's send); prompt_tokens: the prompt's length, for an error before any event.
     """
     body = {**payload, "stream": True}
     outcome = Outcome(ok=False, started_at=time.time())
@@ -121,6 +140,9 @@ async def stream_completion(
     if progress is None:
         progress = Progress()
     progress.sent_at = start
+    if prompt_tokens is None and isinstance(payload.get("prompt"), list):
+        prompt_tokens = len(payload["prompt"])
+    tally = _Tally(start if t0 is None else t0, prompt_tokens)
     try:
         async with asyncio.timeout(deadline_s):
             async with session.post(target.url("/completion"), json=body, allow_redirects=False) as response:
@@ -128,7 +150,7 @@ async def stream_completion(
                 if response.status != 200:
                     await _read_error(response, outcome)
                 else:
-                    await _read_stream(response, outcome, start, progress)
+                    await _read_stream(response, outcome, start, progress, tally)
     except TimeoutError:
         outcome.error_type = TIMEOUT
         outcome.error = f"no complete answer within the {deadline_s:g} s deadline"
@@ -151,7 +173,55 @@ async def stream_completion(
         decode_s = outcome.elapsed_s - outcome.ttft_s
         if decode_s > 0:
             outcome.client_tok_s = (outcome.output_tokens - 1) / decode_s
+    outcome.itl_s = tally.itl()
     return outcome
+
+
+class _Tally:
+    """The tokens of one stream as its events arrive: how many, when, and the prompt's count."""
+
+    def __init__(self, t0: float, prompt_tokens: int | None) -> None:
+        self.t0 = t0
+        self.prompt = prompt_tokens
+        self.tokens = 0
+        self.times: list[tuple[float, int]] = []  # (arrival, tokens this event stands for)
+
+    def event(self, event: dict[str, Any], now: float) -> int:
+        """Count one event's tokens; returns how many it stands for."""
+        evaluated = _int(event.get("tokens_evaluated"))
+        if evaluated is not None:
+            self.prompt = evaluated
+        predicted = _int(event.get("tokens_predicted"))
+        if predicted is not None:
+            new = max(0, predicted - self.tokens)
+        elif event.get("content") or event.get("tokens"):
+            new = len(event["tokens"]) if isinstance(event.get("tokens"), list) else 1
+        else:
+            new = 0
+        if new:
+            self.tokens += new
+            self.times.append((now, new))
+        return new
+
+    def at_error(self, now: float) -> dict[str, Any]:
+        prompt = self.prompt or 0
+        return {"t_s": round(now - self.t0, 6), "prompt": prompt, "decoded": self.tokens, "cells": prompt + self.tokens}
+
+    def itl(self) -> list[float] | None:
+        return split_gaps(self.times)
+
+
+def split_gaps(events: list[tuple[float, int]]) -> list[float] | None:
+    """Per-token gaps from (arrival time, tokens) events: each gap between two events is
+    split evenly over the later event's tokens; tokens that came together with the first
+    are 0 apart. len = total tokens - 1; None below 2 tokens (or past MAX_ITL_VALUES)."""
+    total = sum(n for _, n in events)
+    if total < 2 or total - 1 > MAX_ITL_VALUES:
+        return None
+    gaps = [0.0] * (events[0][1] - 1)
+    for (before, _), (at, n) in zip(events, events[1:], strict=False):
+        gaps.extend([round((at - before) / n, 7)] * n)
+    return gaps
 
 
 async def _read_error(response: aiohttp.ClientResponse, outcome: Outcome) -> None:
@@ -173,9 +243,10 @@ async def _read_error(response: aiohttp.ClientResponse, outcome: Outcome) -> Non
         outcome.prompt_tokens = _int(error.get("n_prompt_tokens"))
 
 
-async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start: float, progress: Progress) -> None:
+async def _read_stream(
+    response: aiohttp.ClientResponse, outcome: Outcome, start: float, progress: Progress, tally: _Tally
+) -> None:
     received = 0
-    tokens = 0
     events = 0
     final: dict[str, Any] | None = None
     async for raw_line in response.content:
@@ -203,28 +274,28 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
             outcome.error_type = OTHER
             outcome.error = "a stream event is not a JSON object"
             return
+        now = time.perf_counter()
         if "error" in event:
             error = event["error"] if isinstance(event["error"], dict) else {"message": str(event["error"])}
             outcome.error = str(error.get("message", "error event in the stream"))
             code = error.get("code")
             outcome.extra["error_event"] = True
+            outcome.at_error = tally.at_error(now)
             if isinstance(code, int) and 100 <= code <= 599:
                 outcome.http_status = code
-            outcome.output_tokens = tokens
+            outcome.output_tokens = tally.tokens
             outcome.error_type = classify_error(outcome.http_status, outcome.error, error.get("type"))
             return
-        content = event.get("content")
-        if content or event.get("tokens"):
+        if tally.event(event, now):
             if outcome.ttft_s is None:
-                progress.first_token_at = time.perf_counter()
-                outcome.ttft_s = progress.first_token_at - start
-            tokens += len(event["tokens"]) if isinstance(event.get("tokens"), list) else 1
-            progress.tokens = tokens
+                progress.first_token_at = now
+                outcome.ttft_s = now - start
+            progress.tokens = tally.tokens
         if event.get("stop"):
             final = event
             break
     if final is None:
-        outcome.output_tokens = tokens
+        outcome.output_tokens = tally.tokens
         if events == 0:
             outcome.error_type = OTHER
             outcome.error = "the response is not an event stream (no 'data:' events)"
@@ -232,10 +303,11 @@ async def _read_stream(response: aiohttp.ClientResponse, outcome: Outcome, start
             outcome.error_type = DISCONNECT
             outcome.error = "the stream ended before its final chunk (incomplete, not a success)"
         return
-    timings = final.get("timings") if isinstance(final.get("timings"), dict) else {}
+    raw_timings = final.get("timings")
+    timings: dict[str, Any] = raw_timings if isinstance(raw_timings, dict) else {}
     outcome.ok = True
     outcome.prompt_tokens = _int(timings.get("prompt_n"))
-    outcome.output_tokens = _int(timings.get("predicted_n")) or tokens
+    outcome.output_tokens = _int(timings.get("predicted_n")) or tally.tokens
     outcome.tok_s = _float(timings.get("predicted_per_second"))
     outcome.extra["timings"] = timings
     for key in ("stop_type", "truncated", "tokens_cached"):
