@@ -676,7 +676,11 @@ def _new_run_rows(runs: list[ParsedRun], file_import: FileImport) -> list[list[A
         if values[_SOURCE_INDEX] is None:
             values[_SOURCE_INDEX] = Run.Source.IMPORTED
         aggregates, provenance = with_tool_summary(
-            summarize((record.request for _, record, _ in parsed_run.records), all_values[_RUN_INDEX["wall_s"]]),
+            summarize(
+                (record.request for _, record, _ in parsed_run.records),
+                all_values[_RUN_INDEX["wall_s"]],
+                (record.itl for _, record, _ in parsed_run.records),
+            ),
             parsed_run.summary,
             started_at=all_values[_RUN_INDEX["started_at"]],
         )

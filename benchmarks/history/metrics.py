@@ -6,11 +6,19 @@ Formulas (shown in the UI beside each figure):
 * wall time = the run's reported wall time, else the longest request's elapsed time
 * aggregate throughput = Σ output tokens of ok requests / wall time, only when every
   ok request reports its output tokens (never estimated from n_predict)
+* TTFT, E2E: per ok request, nearest-rank percentiles
+* ITL (inter-token latency): every gap between two streamed tokens of the ok requests,
+  pooled, nearest-rank (vLLM's benchmark_serving `itls += outputs[i].itl`, GuideLLM's
+  inter_token_latency); a request without its gaps adds none
+* TPOT (time per output token): per ok request with 2 or more output tokens,
+  (E2E − TTFT) / (output tokens − 1) (vLLM's calculate_metrics, GuideLLM's
+  time_per_output_token), nearest-rank over those requests
 """
 
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
@@ -39,11 +47,40 @@ class RunSummary(NamedTuple):
     ttft_p50: float | None  # nearest-rank, over ok requests
     ttft_p95: float | None
     e2e_p95: float | None
+    # issue 16 (at the end: importer.RUN_INSERT_COLUMNS follows this order)
+    e2e_p50: float | None = None
+    itl_p50: float | None = None  # over every gap of the ok requests
+    itl_p95: float | None = None
+    tpot_p50: float | None = None  # per ok request with >= 2 output tokens
+    tpot_p95: float | None = None
 
 
-def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) -> RunSummary:
-    """Summarize a run from its request tuples (records.REQUEST_FIELD_NAMES order)."""
+LATENCY_COLUMNS = ("ttft_p50", "ttft_p95", "e2e_p50", "e2e_p95", "itl_p50", "itl_p95", "tpot_p50", "tpot_p95")
+
+
+def tpot(elapsed_s: float | None, ttft_s: float | None, output_tokens: int | None) -> float | None:
+    """Time per output token after the first: (E2E − TTFT) / (output tokens − 1), None below 2 tokens."""
+    if elapsed_s is None or ttft_s is None or output_tokens is None or output_tokens < 2:
+        return None
+    return (elapsed_s - ttft_s) / (output_tokens - 1)
+
+
+def summarize(
+    requests: Iterable[Sequence[Any]],
+    reported_wall_s: float | None,
+    itl: Iterable[Sequence[float] | None] | None = None,
+) -> RunSummary:
+    """Summarize a run from its request tuples (records.REQUEST_FIELD_NAMES order).
+
+    `itl`: each request's inter-token latencies (s), aligned with `requests` (None where a
+    request has none); read once, alongside, and only the ok requests' gaps are kept (8 bytes each).
+    """
     rows = list(requests)
+    gaps = array("d")
+    if itl is not None:
+        for row, latencies in zip(rows, itl, strict=True):
+            if latencies and row[OK]:
+                gaps.extend(latencies)
     if not rows:
         empty: dict[str, Any] = dict.fromkeys(RunSummary._fields)
         empty.update(n_requests=0, n_ok=0, effective_wall_s=reported_wall_s)
@@ -61,6 +98,9 @@ def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) 
     wall = reported_wall_s if reported_wall_s is not None else (max(elapsed) if elapsed else None)
     output_tokens_total = sum(outputs) if ok_rows and None not in outputs else None
     throughput = output_tokens_total / wall if output_tokens_total is not None and wall else None
+    e2es = sorted(r[ELAPSED_S] for r in ok_rows if r[ELAPSED_S] is not None)
+    tpots = sorted(t for r in ok_rows if (t := tpot(r[ELAPSED_S], r[TTFT_S], r[OUTPUT_TOKENS])) is not None)
+    ordered_gaps = sorted(gaps)
     return RunSummary(
         started_at=min(started) if started else None,
         n_requests=len(rows),
@@ -76,7 +116,12 @@ def summarize(requests: Iterable[Sequence[Any]], reported_wall_s: float | None) 
         throughput_tok_s=throughput,
         ttft_p50=nearest_rank(ttfts, 50),
         ttft_p95=nearest_rank(ttfts, 95),
-        e2e_p95=nearest_rank(sorted(r[ELAPSED_S] for r in ok_rows if r[ELAPSED_S] is not None), 95),
+        e2e_p95=nearest_rank(e2es, 95),
+        e2e_p50=nearest_rank(e2es, 50),
+        itl_p50=nearest_rank(ordered_gaps, 50),
+        itl_p95=nearest_rank(ordered_gaps, 95),
+        tpot_p50=nearest_rank(tpots, 50),
+        tpot_p95=nearest_rank(tpots, 95),
     )
 
 
@@ -98,7 +143,12 @@ def nearest_rank(ordered: Sequence[T], p: int) -> T | None:
 
 def at_rank(ordered: Sequence[T], p: int) -> T:
     """nearest_rank of a non-empty sequence."""
-    return ordered[max(0, -(-p * len(ordered) // 100) - 1)]
+    return ordered[rank_index(p, len(ordered))]
+
+
+def rank_index(p: int, n: int) -> int:
+    """The 0-based position of the nearest-rank p-th percentile among n > 0 sorted values."""
+    return max(0, -(-p * n // 100) - 1)
 
 
 def _wall_source(reported_wall_s: float | None, wall: float | None) -> str:

@@ -8,7 +8,7 @@ One rule for the importer and Run.refresh_summary:
   neither has its counts "not reported" (outcomes.UNKNOWN), never ok or failed;
 * when the run has every request row (not a sample, as many rows as the tool counted),
   its latency and throughput figures are computed from the rows as for any run;
-  otherwise they are the tool's: TTFT p50/p95 and E2E p95 (ms → s), output tok/s, the
+  otherwise they are the tool's: TTFT, E2E, ITL and TPOT p50/p95 (ms → s), output tok/s, the
   output token total, the duration as the wall time, and the mean decode rate as
   1000 / mean TPOT (ms) — "derived", since a tool reports TPOT, not tok/s;
 * a run where no request succeeded gets no latency or throughput figure (a tool that
@@ -35,6 +35,11 @@ _SECONDS_FROM_MS = {
     "ttft_p50": ("ttft_ms", ("p50", "median")),
     "ttft_p95": ("ttft_ms", ("p95",)),
     "e2e_p95": ("e2e_ms", ("p95",)),
+    "e2e_p50": ("e2e_ms", ("p50", "median")),
+    "itl_p50": ("itl_ms", ("p50", "median")),
+    "itl_p95": ("itl_ms", ("p95",)),
+    "tpot_p50": ("tpot_ms", ("p50", "median")),
+    "tpot_p95": ("tpot_ms", ("p95",)),
 }
 _FROM_ROWS = (
     "tok_s_mean",
@@ -45,6 +50,11 @@ _FROM_ROWS = (
     "ttft_p50",
     "ttft_p95",
     "e2e_p95",
+    "e2e_p50",
+    "itl_p50",
+    "itl_p95",
+    "tpot_p50",
+    "tpot_p95",
 )
 
 

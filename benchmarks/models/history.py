@@ -147,9 +147,14 @@ class Run(models.Model):
 
     def refresh_summary(self) -> None:
         """Recompute the aggregates from the stored requests (metrics.summarize) and the tool's summary, and save."""
+        from ..history.itl_sql import itl_percentiles  # history imports the models
+
         requests = self.requests.values_list(*REQUEST_FIELD_NAMES).order_by("seq")
+        itl = itl_percentiles(self.pk)  # by the database: a run's gaps may not fit in memory
         aggregates, provenance = with_tool_summary(
-            summarize(requests, self.wall_s), self.summary, started_at=self.started_at_given()
+            summarize(requests, self.wall_s)._replace(itl_p50=itl[50], itl_p95=itl[95]),
+            self.summary,
+            started_at=self.started_at_given(),
         )
         for name, value in aggregates._asdict().items():
             setattr(self, name, value)
