@@ -22,6 +22,7 @@ from kvlab.http import HtmxHttpRequest
 from ..models import Job, Server
 from .client.probe import ProbeError, probe, tokenize
 from .client.target import TargetRefused, resolve_target
+from .datasets import length_distribution
 from .forms import JobForm, ServerForm
 from .lifecycle import prompt_stats, submit_job, worker_available
 from .pool import job_warning, server_pool
@@ -95,8 +96,21 @@ def job_new(request: HtmxHttpRequest) -> HttpResponse:
     if problem:
         context["submit_error"] = f"Nothing was submitted: {problem}."
         return render(request, "benchmarks/job_form.html", context, status=503)
-    job = submit_job(server=server, label=form.cleaned_data["label"], params=form.params(), user=request.user)
+    params = form.params()
+    if "dataset" in params:
+        params["dataset"].update(_dataset_lengths(server, params))
+    job = submit_job(server=server, label=form.cleaned_data["label"], params=params, user=request.user)
     return redirect("job-detail", pk=job.pk)
+
+
+def _dataset_lengths(server: Server, params: dict[str, Any]) -> dict[str, Any]:
+    """The sampled prompts' token lengths as the server counts them, kept with the job's dataset;
+    nothing if they cannot be measured now (the job records each request's length as it runs)."""
+    try:
+        counts = tokenize(resolve_target(server.base_url), params["prompts"], server.api_key, timeout_s=15)
+    except (TargetRefused, ProbeError, OSError, TimeoutError):
+        return {}
+    return {"lengths": counts, "distribution": length_distribution(counts)}
 
 
 def _measure(request: HtmxHttpRequest, form: JobForm, server: Server) -> HttpResponse:
@@ -111,7 +125,12 @@ def _measure(request: HtmxHttpRequest, form: JobForm, server: Server) -> HttpRes
         context["measure_error"] = f"Could not tokenize on {server.name}: {exc}"
         return render(request, "benchmarks/job_form.html", context, status=502)
     stats = prompt_stats(counts)
-    context["measured"] = {**stats._asdict(), "sizing_url": _sizing_url(server, stats.p95, params)}
+    context["measured"] = {
+        **stats._asdict(),
+        "sizing_url": _sizing_url(server, stats.p95, params),
+        "distribution": length_distribution(counts),
+        "dataset": params.get("dataset"),
+    }
     longest_sent = max(counts[: int(params["requests"])])  # request i sends prompt i modulo their number
     context["warning"] = _warning_for(server, longest_sent, "the longest prompt the job sends, measured", params)
     return render(request, "benchmarks/job_form.html", context)

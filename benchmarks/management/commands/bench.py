@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.history.outcomes import LABELS, outcome_of
+from benchmarks.jobs.datasets import MAX_DATASET_BYTES
 from benchmarks.jobs.forms import MAX_PROMPT_FILE_BYTES, CommandJobForm
 from benchmarks.jobs.lifecycle import submit_job, worker_available
 from benchmarks.models import Job, RequestResult, Server
@@ -29,6 +33,20 @@ class Command(BaseCommand):
         prompt = parser.add_mutually_exclusive_group(required=True)
         prompt.add_argument("--prompt-tokens", help="a synthetic prompt of exactly N tokens")
         prompt.add_argument("--prompt-file", help="one prompt per line, or JSONL with a 'prompt' field")
+        prompt.add_argument(
+            "--dataset", help="a JSONL prompt dataset ('prompt' or 'text' per line): one prompt per request, by --seed"
+        )
+        parser.add_argument(
+            "--arrival",
+            choices=sorted(ARRIVAL_OPTIONS),
+            default="fixed",
+            help="fixed concurrency (default), or Poisson / constant arrivals at --rate",
+        )
+        parser.add_argument("--rate", help="requests per second, with --arrival poisson or constant")
+        parser.add_argument("--rates", help="a rate sweep, e.g. '0.5,1,2,4': one run per rate, in order")
+        parser.add_argument("--seed", default="0", help="draws the Poisson arrivals and the dataset sample")
+        parser.add_argument("--slo-ttft-ms", help="goodput: the TTFT objective in ms")
+        parser.add_argument("--slo-tpot-ms", help="goodput: the TPOT objective in ms")
         parser.add_argument("--n-predict", default="128", help="output tokens per request (forced)")
         parser.add_argument("--timeout", default="600", help="per-request deadline in seconds")
         parser.add_argument("--label", default="")
@@ -44,7 +62,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **o: Any) -> None:
         form = self._form(o)
         if not form.is_valid():
-            raise CommandError(form_errors(form, {"timeout_s": "timeout"}))
+            raise CommandError(form_errors(form, {"timeout_s": "timeout", "dataset_file": "dataset"}))
         target = form.cleaned_data["server"]
         server = target if isinstance(target, Server) else None
         problem = worker_available()
@@ -78,19 +96,22 @@ class Command(BaseCommand):
             "requests": o["requests"],
             "repeats": o["repeats"],
             "timeout_s": o["timeout"],
+            "arrival": ARRIVAL_OPTIONS[o["arrival"]],
+            "rate": o["rate"] or "",
+            "rates": o["rates"] or "",
+            "seed": o["seed"],
+            "slo_ttft_ms": o["slo_ttft_ms"] or "",
+            "slo_tpot_ms": o["slo_tpot_ms"] or "",
         }
         files = {}
         if o["prompt_tokens"] is not None:
             data.update(prompt_source="synthetic", prompt_tokens=o["prompt_tokens"])
+        elif o["dataset"] is not None:
+            data["prompt_source"] = "dataset"
+            files["dataset_file"] = _upload(Path(o["dataset"]), MAX_DATASET_BYTES)
         else:
-            path = Path(o["prompt_file"])
-            try:
-                with path.open("rb") as fh:
-                    raw = fh.read(MAX_PROMPT_FILE_BYTES + 1)
-            except OSError as exc:
-                raise CommandError(f"{path}: {exc.strerror}") from None
             data["prompt_source"] = "file"
-            files["prompt_file"] = SimpleUploadedFile(path.name, raw)
+            files["prompt_file"] = _upload(Path(o["prompt_file"]), MAX_PROMPT_FILE_BYTES)
         return CommandJobForm(data, files)
 
     def _follow(self, job: Job, *, quiet: bool) -> Job:
@@ -110,13 +131,14 @@ class Command(BaseCommand):
         requests = RequestResult.objects.filter(run__job=job).order_by("run__key", "seq")
         ok, total = sum(r.n_ok for r in runs), sum(r.n_requests for r in runs)
         found = outcome_of(ok, total)
-        return {
+        out: dict[str, Any] = {
             "job": job.pk,
             "state": job.state,
             "ran": job.how_it_ran,
             "found": found,
             "found_label": LABELS[found],
             "error": job.error,
+            "load": {key: job.params.get(key) for key in ("arrival", "rate", "rates", "seed", "concurrency")},
             "runs": [
                 {
                     "run_id": run.pk,
@@ -135,6 +157,17 @@ class Command(BaseCommand):
             "status_codes": [r.http_status for r in requests],
             "error_types": [r.error_type or None for r in requests],
         }
+        telemetry = _optional("benchmarks.jobs.telemetry.summary", "for_json")
+        for run_json, run in zip(out["runs"], runs, strict=True):
+            run_json.update(arrival=run.arrival, request_rate=run.request_rate, concurrency=run.concurrency)
+            if telemetry is not None:
+                run_json["telemetry"] = telemetry(run)
+        if telemetry is not None and runs:
+            out["telemetry"] = out["runs"][-1]["telemetry"]  # the last run: the one a failure stopped at
+        repeats = _optional("benchmarks.jobs.repeats", "summary")
+        if repeats is not None:
+            out["repeats"] = repeats(job)
+        return out
 
     def _text(self, s: dict[str, Any]) -> str:
         lines = [f"job {s['job']}: ran: {s['ran']}; found: {s['found_label']} — {s['ok']}/{s['total']} requests ok"]
@@ -149,3 +182,28 @@ class Command(BaseCommand):
 
     def _emit(self, o: dict[str, Any], data: dict[str, Any], text: str) -> None:
         self.stdout.write(json.dumps(data) if o["json"] else text)
+
+
+# --arrival's words → the form's arrival values
+ARRIVAL_OPTIONS = {"fixed": "", "poisson": "poisson", "constant": "constant"}
+
+
+def _upload(path: Path, most: int) -> SimpleUploadedFile:
+    """A file given on the command line as the form's upload (one byte past the limit, so the form says so)."""
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(most + 1)
+    except OSError as exc:
+        raise CommandError(f"{path}: {exc.strerror}") from None
+    return SimpleUploadedFile(path.name, raw)
+
+
+def _optional(module: str, function: str) -> Callable[[Any], Any] | None:
+    """A summary another part of kvlab provides, when this checkout has that module (an error inside it is raised)."""
+    try:
+        if importlib.util.find_spec(module) is None:
+            return None
+    except ModuleNotFoundError:  # its package is missing too
+        return None
+    found: Callable[[Any], Any] = getattr(importlib.import_module(module), function)
+    return found
