@@ -37,6 +37,9 @@ class Prediction:
     queued: int
     cells_needed: int
     cells_available: int
+    # pool_overflow only: the decode step at which the shared pool runs out, each request in
+    # flight having generated that many tokens (0: already while the prompts are processed).
+    overflow_step: int | None = None
 
     @property
     def fails(self) -> bool:
@@ -94,6 +97,7 @@ def predict(layout: KVLayout, workload: Workload) -> Prediction:
                 queued,
                 total,
                 slot,
+                overflow_step(slot, in_flight, workload.prompt_tokens),
             )
         return Prediction(
             "ok",
@@ -133,3 +137,11 @@ def predict(layout: KVLayout, workload: Workload) -> Prediction:
         need,
         slot,
     )
+
+
+def overflow_step(pool_cells: int, in_flight: int, prompt_tokens: int) -> int:
+    """The decode step k at which in_flight requests of prompt_tokens each, decoding in
+    lock-step, outgrow a shared pool of pool_cells: the first k with in_flight × (p + k) >
+    pool_cells, i.e. floor(P / n − p) + 1 (P=1024, n=3, p=200 → 142, as a real server
+    fails). 0 when the prompts alone do not fit."""
+    return max(0, pool_cells // in_flight - prompt_tokens + 1)
