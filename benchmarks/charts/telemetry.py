@@ -365,10 +365,13 @@ def sources_text(telemetry: Mapping[str, Any]) -> str:
     """What was sampled and how often, and what was off and why."""
     sources = _dict(telemetry.get("sources"))
     period = _number(telemetry.get("period_s"))
-    t = _list(telemetry.get("t"))
+    points = len(_list(telemetry.get("t")))
+    samples = _number(telemetry.get("samples"))
+    n = int(samples) if samples is not None and samples >= points else points
     every = f" every {period:g} s" if period else ""
     parts = [f"{SOURCE_NAMES.get(str(k), str(k))}: {v}" for k, v in sources.items() if v not in (None, "")]
-    head = f"Sampled{every}, {len(t):,} sample{'' if len(t) == 1 else 's'}"
+    kept = f" ({points:,} points kept, each the largest of its stretch)" if n > points else ""
+    head = f"Sampled{every}, {n:,} sample{'' if n == 1 else 's'}{kept}"
     return head + (" — " + " · ".join(parts) if parts else "")
 
 
@@ -402,9 +405,10 @@ def peak_text(telemetry: Mapping[str, Any]) -> str | None:
 
 
 def prediction_text(telemetry: Mapping[str, Any]) -> str | None:
-    """kvlab's prediction of the overflow beside what happened."""
+    """kvlab's prediction of the overflow beside what happened, when the attribution sentence does not say it
+    (the execution's sentence, attribution.sentence, ends with the prediction)."""
     overflow = overflow_of(telemetry)
-    if overflow is None:
+    if overflow is None or (isinstance(overflow.get("sentence"), str) and overflow["sentence"].strip()):
         return None
     at = seconds_text(float(overflow["t"]))
     step = _number(overflow.get("predicted_step"))

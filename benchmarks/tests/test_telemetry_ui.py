@@ -17,6 +17,8 @@ import pytest
 from django.urls import reverse
 
 from benchmarks.charts import telemetry as charts
+from benchmarks.jobs.telemetry import attribution
+from benchmarks.jobs.telemetry.series import Series
 from benchmarks.models import Job, LaunchHost, Run, Sweep, SweepConfig
 
 pytestmark = pytest.mark.django_db
@@ -44,10 +46,9 @@ SHARED: dict[str, Any] = {
             {"i": 2, "prompt": 200, "decoded": 141, "cells": 341},
         ],
         "alone_needed": 800,
-        "sentence": "At 0.24 s the 1,024-cell pool was full: requests 1, 2 and 3 held 342, 342 and 341 cells "
-        "(1,025 with the last step); each alone needed 800 (200 prompt + 600 to generate).",
     },
 }
+SHARED["overflow"]["sentence"] = attribution.sentence(SHARED["overflow"], n_predict=600)  # the execution's words
 PER_SLOT: dict[str, Any] = {
     "v": 1,
     "period_s": 0.1,
@@ -197,10 +198,9 @@ def test_the_run_page_shows_the_chart_the_peak_against_the_prediction_and_the_at
     assert figure == json.loads(json.dumps(charts.figure(SHARED)))
     words = text_of(page)
     assert SHARED["overflow"]["sentence"] in words
-    assert (
-        "kvlab predicted the 1,024-cell pool would run out at token 142 of each request (≈ 0.257 s); "
-        "it ran out at 0.243 s." in words
-    )
+    assert "requests 1, 2 and 3 held 342, 342 and 341 cells" in words
+    assert "kvlab predicted the pool would run out at token 142 of each (≈ 0.26 s)" in words
+    assert words.count("kvlab predicted") == 1  # the sentence carries the prediction; no second line repeats it
     assert "Peak: 1,025 cells held of the 1,024-cell pool (100.1 %) at 0.243 s" in words
     assert "from the requests' own counts when the pool ran out" in words
     assert "Sampled every 0.05 s, 5 samples — /slots: ok · /metrics: ok · GPU (NVML): none seen" in words
@@ -305,4 +305,36 @@ def test_the_sweep_page_shows_each_flag_set_peak_beside_predicted_and_reported_m
     cells = re.findall(r'<td class="num peak-kv">(.*?)</td>', page)
     assert [html.unescape(c) for c in cells] == ["1,025 / 1,024 cells (100.1 %) ≈ 2.00 MiB", "—"]
     assert "peak KV pool occupancy" in page
+    assert_no_gaps(text_of(page))
+
+
+def test_a_prediction_without_the_execution_sentence_is_said_beside_the_moment():
+    bare = copy.deepcopy(SHARED)
+    del bare["overflow"]["sentence"]
+    assert charts.attribution_text(bare) == (
+        "At 0.243 s the 1,024-cell pool was full: request 1 held 342 cells, request 2 held 342 cells, "
+        "request 3 held 341 cells."
+    )
+    assert charts.prediction_text(bare) == (
+        "kvlab predicted the 1,024-cell pool would run out at token 142 of each request (≈ 0.257 s); "
+        "it ran out at 0.243 s."
+    )
+
+
+def test_the_page_draws_what_the_real_series_stores(client):
+    """Series (benchmarks/jobs/telemetry/series.py) fed /slots entries as the server sends them."""
+    series = Series(0.05, SHARED["pool"], {"slots": "ok", "metrics": "ok"})
+    for t, cells in zip(SHARED["t"], SHARED["cells"][0], strict=True):
+        slots = [{"id": i, "n_ctx": 1024, "is_processing": cells > 0, "n_prompt_tokens": cells} for i in range(3)]
+        series.add(t, slots, {"requests_processing": 3, "requests_deferred": 0}, None, tokens_out=int(t * 1800))
+    series.set_overflow(SHARED["overflow"])
+    stored = series.snapshot()
+    run = make_run(stored)
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    figure = embedded_figure(page)
+    by_name = {trace["name"]: trace for trace in figure["data"]}
+    assert by_name["pool: cells held (all slots)"]["y"] == [3 * c for c in SHARED["cells"][0]]
+    assert by_name["requests processing"]["y"] == [3] * 5
+    assert "Peak: 1,025 cells held of the 1,024-cell pool (100.1 %) at 0.243 s" in text_of(page)
+    assert "Sampled every 0.05 s, 5 samples" in text_of(page)
     assert_no_gaps(text_of(page))
