@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 ARRIVALS = ("", "poisson", "constant")
 ARRIVAL_LABELS = {"": "fixed concurrency", "poisson": "Poisson arrivals", "constant": "constant rate"}
@@ -38,3 +39,19 @@ def send_offsets(arrival: str, rate: float | None, n: int, seed: int) -> list[fl
             t += draw.expovariate(rate)
         offsets.append(t)
     return offsets
+
+
+def wave_rates(params: dict[str, Any]) -> list[float | None]:
+    """The rate of each of a job's runs, in order: [None] at fixed concurrency, the sweep's
+    rates ("rates") or the one "rate" in rate mode. Repeats run per rate."""
+    if not params.get("arrival"):
+        return [None]
+    rates = params.get("rates")
+    if rates:
+        return [float(r) for r in rates]
+    return [float(params["rate"])]
+
+
+def run_key_suffix(params: dict[str, Any], rate: float | None) -> str:
+    """What a sweep's run key adds for its rate ("-rate0.5"); nothing outside a sweep."""
+    return f"-rate{rate:g}" if rate is not None and params.get("rates") else ""

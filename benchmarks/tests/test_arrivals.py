@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from benchmarks.jobs.arrivals import send_offsets
+from benchmarks.jobs.arrivals import run_key_suffix, send_offsets, wave_rates
 
 # Two-sided 99 % normal quantile, and the Kolmogorov–Smirnov 1 % critical value's constant
 # (D_crit = 1.628 / sqrt(n) for large n).
@@ -82,3 +82,13 @@ def test_a_rate_mode_needs_a_finite_positive_rate(rate):
 def test_an_unknown_arrival_is_refused():
     with pytest.raises(ValueError, match="unknown arrival 'gamma'"):
         send_offsets("gamma", 1.0, 3, 0)
+
+
+def test_a_job_runs_once_per_rate_of_its_sweep_in_order():
+    assert wave_rates({"arrival": ""}) == [None]
+    assert wave_rates({}) == [None]
+    assert wave_rates({"arrival": "poisson", "rate": 2}) == [2.0]
+    assert wave_rates({"arrival": "constant", "rates": [4, 0.5, 1]}) == [4.0, 0.5, 1.0]
+    assert run_key_suffix({"arrival": "constant", "rates": [4, 0.5]}, 0.5) == "-rate0.5"
+    assert run_key_suffix({"arrival": "poisson", "rate": 2}, 2.0) == ""
+    assert run_key_suffix({}, None) == ""

@@ -127,8 +127,8 @@ class Command(BaseCommand):
             time.sleep(0.5)
 
     def _summary(self, job: Job) -> dict[str, Any]:
-        runs = list(job.runs.order_by("key"))
-        requests = RequestResult.objects.filter(run__job=job).order_by("run__key", "seq")
+        runs = list(job.runs.order_by("pk"))  # in the order they ran: a sweep's rates as given
+        requests = RequestResult.objects.filter(run__job=job).order_by("run_id", "seq")
         ok, total = sum(r.n_ok for r in runs), sum(r.n_requests for r in runs)
         found = outcome_of(ok, total)
         out: dict[str, Any] = {
