@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..charts import series
+from ..jobs import repeats
 from ..models import Run
 from . import outcomes, sources
 
@@ -42,6 +43,10 @@ def fmt(value: Any, digits: int = 2, unit: str = "") -> str:
     if isinstance(value, int):
         return f"{value:,}{unit}"
     return str(value)
+
+
+def _ms(seconds: float | None) -> str:
+    return fmt(None if seconds is None else seconds * 1000, 2, " ms")
 
 
 def _rate(run: Run) -> str:
@@ -87,7 +92,12 @@ FIGURES: list[tuple[str, str, str, Callable[[Run], str]]] = [
     ),
     ("Speed", "TTFT p50", "ttft_p50", lambda r: fmt(r.ttft_p50, 3, " s")),
     ("Speed", "TTFT p95", "ttft_p95", lambda r: fmt(r.ttft_p95, 3, " s")),
+    ("Speed", "E2E p50", "e2e_p50", lambda r: fmt(r.e2e_p50, 3, " s")),
     ("Speed", "E2E p95", "e2e_p95", lambda r: fmt(r.e2e_p95, 3, " s")),
+    ("Speed", "ITL p50", "itl_p50", lambda r: _ms(r.itl_p50)),
+    ("Speed", "ITL p95", "itl_p95", lambda r: _ms(r.itl_p95)),
+    ("Speed", "TPOT p50", "tpot_p50", lambda r: _ms(r.tpot_p50)),
+    ("Speed", "TPOT p95", "tpot_p95", lambda r: _ms(r.tpot_p95)),
     ("Speed", "wall time", "effective_wall_s", lambda r: fmt(r.effective_wall_s, 1, " s")),
     ("Speed", "aggregate throughput", "throughput_tok_s", lambda r: fmt(r.throughput_tok_s, 2, " tok/s")),
 ]
@@ -142,3 +152,30 @@ def compare_warnings(runs: Sequence[Run]) -> list[str]:
     """Why these runs may not compare like with like: other tools, configurations or workloads."""
     rows = [{name: getattr(run, name) for name in (*series.SERIES_FIELDS, "tool", "source")} for run in runs]
     return series.like_with_like(rows)
+
+
+def noisy_pairs(runs: Sequence[Run]) -> list[str]:
+    """Runs of one configuration and workload, by one tool, whose figures differ by more than
+    repeats.NOISY_FACTOR: one of them (or both) was measured on a disturbed machine."""
+    found = []
+    for i, first in enumerate(runs):
+        for second in runs[i + 1 :]:
+            same = series.key(vars(first)) == series.key(vars(second)) and (first.tool, first.source) == (
+                second.tool,
+                second.source,
+            )
+            if not same:
+                continue
+            for column, words, unit, _ in repeats.FIGURES:
+                a, b = getattr(first, column), getattr(second, column)
+                if a is None or b is None or min(a, b) <= 0:
+                    continue
+                factor = max(a, b) / min(a, b)
+                if factor > repeats.NOISY_FACTOR:
+                    found.append(
+                        f"{first.key} and {second.key} share their configuration and workload, yet their {words} "
+                        f"differs {factor:.1f}× ({a:,.3g} vs {b:,.3g} {unit}, more than {repeats.NOISY_FACTOR:g}×): "
+                        "noisy — a loaded machine, a cold start or another client on the server; rerun before "
+                        "trusting either"
+                    )
+    return found

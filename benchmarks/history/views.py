@@ -24,8 +24,8 @@ from kvlab.uploads import SizeLimitUploadHandler, declared_length
 
 from ..models import FileImport, RequestResult, Run
 from ..templatetags.units import ms, seconds, thousands, tok_s
-from . import sources
-from .comparison import compare_rows, compare_warnings
+from . import goodput, sources
+from .comparison import compare_rows, compare_warnings, noisy_pairs
 from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm, ValueSearchForm
 from .importer import import_uploads, read_server_log
@@ -80,7 +80,7 @@ def value_suggestions(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
-    run = get_object_or_404(Run, pk=pk)
+    run = get_object_or_404(goodput.with_job_objectives(Run.objects.all()), pk=pk)
     requests = run.requests.order_by("seq")
     # A summarised run's n_requests is its number of requests (an import stores both at once; a job's run,
     # 0 while it records, is summarised when its job ends or is reaped): no count of a million rows.
@@ -121,7 +121,10 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         },
         "tool_summary": tool_summary(run.summary) if has_summary else None,
     }
-    return render(request, "benchmarks/run_detail.html", context)
+    goodput_form, context["goodputs"] = goodput.for_runs([run], request.GET)
+    context["goodput_form"] = goodput_form
+    status = 200 if goodput_form.is_valid() else 400
+    return render(request, "benchmarks/run_detail.html", context, status=status)
 
 
 FIGURE_COLUMNS = (
@@ -133,6 +136,11 @@ FIGURE_COLUMNS = (
     "ttft_p50",
     "ttft_p95",
     "e2e_p95",
+    "e2e_p50",
+    "itl_p50",
+    "itl_p95",
+    "tpot_p50",
+    "tpot_p95",
 )
 
 
@@ -226,7 +234,7 @@ def run_compare(request: HtmxHttpRequest) -> HttpResponse:
     if not form.is_valid():
         return render(request, "benchmarks/run_compare.html", {"form": form}, status=400)
     ids = form.cleaned_data["run"]
-    runs_by_id = Run.objects.in_bulk(ids)
+    runs_by_id = goodput.with_job_objectives(Run.objects.all()).in_bulk(ids)
     missing = [i for i in ids if i not in runs_by_id]
     if missing:
         return render(
@@ -257,8 +265,12 @@ def run_compare(request: HtmxHttpRequest) -> HttpResponse:
         "rows": compare_rows(runs, failures, stored),
         "warnings": compare_warnings(runs),
         "show_sources": bool(with_summary),
+        "noisy": noisy_pairs(runs),
     }
-    return render(request, "benchmarks/run_compare.html", context)
+    goodput_form, context["goodputs"] = goodput.for_runs(runs, request.GET)
+    context.update(goodput_form=goodput_form, goodput_keep=ids)
+    status = 200 if goodput_form.is_valid() else 400
+    return render(request, "benchmarks/run_compare.html", context, status=status)
 
 
 @require_GET
