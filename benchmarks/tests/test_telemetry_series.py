@@ -57,10 +57,13 @@ def test_it_turns_samples_into_columns() -> None:
 def test_metrics_columns_are_absent_when_metrics_were_never_read() -> None:
     series = new_series()
     series.add(0.1, [slot(0, 10)], None, None)
-    series.add(0.2, [slot(0, 20)], {"unrelated": 1}, None)
+    series.add(0.2, [slot(0, 20)], None, None)
     data = stored(series)
     assert "processing" not in data and "deferred" not in data
     assert data["cells"] == [[10, 20]]
+    series.add(0.3, [slot(0, 30)], {"unrelated": 1}, None)  # read, without these two: null entries
+    data = stored(series)
+    assert data["processing"] == data["deferred"] == [None, None, None]
 
 
 def test_a_failed_poll_is_a_null_entry_not_a_zero() -> None:

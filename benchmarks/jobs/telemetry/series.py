@@ -180,12 +180,12 @@ class Series:
             tokens_out=_count(tokens_out, MAX_COUNT),
             gpu=None,
         )
+        metrics_read = isinstance(metrics, dict)
         if isinstance(metrics, dict):
             point.processing = _count(metrics.get("requests_processing"), MAX_COUNT)
             point.deferred = _count(metrics.get("requests_deferred"), MAX_COUNT)
         with self._lock:
-            if point.processing is not None or point.deferred is not None:
-                self._metrics_seen = True
+            self._metrics_seen = self._metrics_seen or metrics_read
             point.gpu = self._gpu(gpu)
             if cells is not None:
                 self._n_slots = max(self._n_slots, len(cells))
