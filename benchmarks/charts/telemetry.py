@@ -251,16 +251,18 @@ def figure(telemetry: Any) -> dict[str, Any] | None:
     tokens = _column(telemetry.get("tokens_out"), n)
     rate = _rate(t_all_filled(t_all), tokens) if any(v is not None for v in tokens) else None
     if processing is not None or deferred is not None or rate is not None:
-        panels.append(("y2", "requests", 1))
+        requests_known = processing is not None or deferred is not None
+        # without /metrics the panel holds the rate alone, on its own axis (an overlay of an empty axis is dropped)
+        panels.append(("y2", "requests" if requests_known else "output tok/s", 1))
         for name, column, color in (
-            ("requests processing", processing, "#2a7d2e"),
-            ("requests deferred (waiting for a slot)", deferred, "#c77700"),
+            ("requests processing", processing, "#8c564b"),
+            ("requests deferred (waiting for a slot)", deferred, "#e377c2"),
         ):
             if column is not None:
                 data.append(
                     _line(name, t, _thin(column, buckets), "y2", "requests", line={"shape": "hv", "color": color})
                 )
-        if processing is None and deferred is None:
+        if not requests_known:
             metrics = str(_dict(telemetry.get("sources")).get("metrics") or "not sampled")
             notes.append(_panel_note(literal(f"requests processing / deferred: /metrics {metrics}"), "y2"))
         if rate is not None:
@@ -269,7 +271,7 @@ def figure(telemetry: Any) -> dict[str, Any] | None:
                     "output tok/s (last second)",
                     t,
                     _thin(rate, buckets),
-                    "y3",
+                    "y3" if requests_known else "y2",
                     "tok/s",
                     line={"color": "#7b3fa0", "dash": "dot"},
                 )
@@ -304,12 +306,14 @@ def figure(telemetry: Any) -> dict[str, Any] | None:
             shapes.append(pair[0])
             notes.append(pair[1])
 
+    height = 360 + 130 * (len(panels) - 1)
     layout: dict[str, Any] = {
-        "height": 300 + 130 * (len(panels) - 1),
-        "margin": {"l": 70, "r": 70, "t": 30, "b": 50},
+        "height": height,
+        "margin": {"l": 70, "r": 70, "t": 30, "b": 110},
         "uirevision": "telemetry",  # a live redraw keeps the user's zoom
         "hovermode": "closest",
-        "legend": {"orientation": "h", "y": -0.12, "yanchor": "top"},
+        # below the x axis' title: the legend starts a fixed distance under the plot, whatever its height
+        "legend": {"orientation": "h", "y": round(-55 / (height - 140), 3), "yanchor": "top"},
         "xaxis": {
             "title": {"text": "seconds since the first request was sent"},
             "rangemode": "tozero",

@@ -146,7 +146,9 @@ def test_a_per_slot_pool_draws_each_slot_capacity_and_gpu_memory_and_no_pool_sum
     assert "each slot's capacity: 1,024 cells (per-slot pool)" in notes
     assert "requests processing / deferred: /metrics off: 501 Start it with `--metrics`" in notes
     assert "GPU 0 (NVIDIA H200): 143,771 MiB in all" in notes
-    assert set(figure["layout"]) >= {"yaxis", "yaxis2", "yaxis4"}
+    assert {key for key in figure["layout"] if key.startswith("yaxis")} == {"yaxis", "yaxis2", "yaxis4"}
+    rate = next(trace for trace in figure["data"] if trace["name"] == "output tok/s (last second)")
+    assert rate["yaxis"] == "y2" and figure["layout"]["yaxis2"]["title"]["text"] == "output tok/s"
 
 
 def test_an_unknown_pool_says_so_instead_of_drawing_a_capacity():

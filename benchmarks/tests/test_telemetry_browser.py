@@ -1,0 +1,107 @@
+"""The KV pool chart in a real browser (issue 16): Plotly draws it with no console error on the run
+page, and on the live job page the same plot element is redrawn in place when Job.telemetry changes
+between two htmx polls (no page load, no new element, no flicker). Saved as var/screenshots/telemetry-*.png."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from benchmarks.models import Job, Run
+
+from .test_browser_charts import Tab  # the browser and tab fixtures come from the root conftest.py
+from .test_telemetry_ui import PER_SLOT, SHARED
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PLOT = "#telemetry-plot"
+
+
+def drawn(tab: Tab) -> dict[str, Any]:
+    """What Plotly holds for the chart: trace names and y values, the shapes' positions, the annotations."""
+    return tab.evaluate(
+        """sel => { const el = document.querySelector(sel);
+             return {names: el.data.map(t => t.name), ys: el.data.map(t => Array.from(t.y || [])),
+                     shapes: el._fullLayout.shapes.map(s => [s.x0, s.y0]),
+                     notes: el._fullLayout.annotations.map(a => a.text)}; }""",
+        PLOT,
+    )
+
+
+def test_the_run_page_draws_the_pool_its_capacity_and_the_overflow(tab: Tab) -> None:
+    job = Job.objects.create(base_url="http://127.0.0.1:9", params={"requests": 3}, state="succeeded")
+    run = Run.objects.create(key="shared", model="tiny.gguf", job=job, n_requests=3, telemetry=SHARED)
+    tab.open(f"/runs/{run.pk}/")
+    tab.wait_for_plot(PLOT)
+    seen = drawn(tab)
+    assert "pool: cells held (all slots)" in seen["names"]
+    assert [SHARED["overflow"]["t"], 0] in seen["shapes"]  # the overflow's vertical line
+    assert any(y0 == SHARED["pool"]["pool_cells"] for _, y0 in seen["shapes"])  # the capacity
+    assert any(note.startswith("pool full at 0.243 s") for note in seen["notes"])
+    tab.do(lambda page: expect(page.locator("#telemetry .attribution")).to_contain_text("requests 1, 2 and 3 held"))
+    # the SVG has the three slots' lines, the pool's, the requests' and the rate's, and the overflow marker
+    assert tab.evaluate("document.querySelectorAll('#telemetry-plot .scatterlayer .trace').length") == len(
+        seen["names"]
+    )
+    tab.screenshot("telemetry-run")
+    tab.assert_no_errors()
+
+
+def test_a_per_slot_run_with_a_gpu_draws_three_panels(tab: Tab) -> None:
+    job = Job.objects.create(base_url="http://127.0.0.1:9", params={"requests": 3}, state="succeeded")
+    run = Run.objects.create(key="per-slot", model="tiny.gguf", job=job, n_requests=3, telemetry=PER_SLOT)
+    tab.open(f"/runs/{run.pk}/")
+    tab.wait_for_plot(PLOT)
+    panels = tab.evaluate(
+        "Object.keys(document.querySelector('#telemetry-plot')._fullLayout).filter(k => /^yaxis\\d*$/.test(k)).sort()"
+    )
+    assert panels == ["yaxis", "yaxis2", "yaxis4"]  # cells, output tok/s (no /metrics), GPU memory
+    assert "GPU 0 (NVIDIA H200): memory used" in drawn(tab)["names"]
+    tab.screenshot("telemetry-per-slot")
+    tab.assert_no_errors()
+
+
+def test_the_live_job_page_redraws_the_same_chart_when_the_series_grows(tab: Tab) -> None:
+    early = copy.deepcopy(SHARED)
+    for key in ("t", "busy", "processing", "deferred", "tokens_out"):
+        early[key] = early[key][:3]
+    early["cells"] = [column[:3] for column in early["cells"]]
+    early["overflow"] = None
+    early["peak"] = {"pool": 768, "pool_t": 0.102, "slots": [256, 256, 256], "from": "samples"}
+    job = Job.objects.create(
+        base_url="http://127.0.0.1:9",
+        params={"requests": 3, "concurrency": 3, "n_predict": 600},
+        n_total=3,
+        state="running",
+        telemetry=early,
+    )
+    tab.open(f"/jobs/{job.pk}/")
+    tab.wait_for_plot(PLOT)
+    assert drawn(tab)["ys"][3] == [0, 651, 768]
+    tab.evaluate("window.__marker = 'live'; window.__plot = document.querySelector('#telemetry-plot')")
+    svgs = tab.evaluate("document.querySelectorAll('#telemetry-plot .main-svg').length")
+    Job.objects.filter(pk=job.pk).update(telemetry=SHARED)  # the next heartbeat's series, with the overflow
+
+    def redrawn(page: Page) -> None:
+        page.wait_for_function(
+            "() => { const el = document.querySelector('#telemetry-plot');"
+            " return el && el.data && el.data[3].y.length === 5; }",
+            timeout=10_000,
+        )
+        expect(page.locator("#telemetry .attribution")).to_contain_text("the 1,024-cell pool was full")
+
+    tab.do(redrawn)
+    seen = drawn(tab)
+    assert seen["ys"][3] == [0, 651, 768, 876, 966]
+    assert any(note.startswith("pool full at 0.243 s") for note in seen["notes"])
+    assert tab.evaluate("window.__plot === document.querySelector('#telemetry-plot')"), "a new element: not in place"
+    assert tab.evaluate("document.querySelectorAll('#telemetry-plot').length") == 1
+    assert tab.evaluate("document.querySelectorAll('#telemetry-plot .main-svg').length") == svgs  # none stacked up
+    assert tab.evaluate("window.__marker") == "live", "the page was reloaded: not an htmx update"
+    Job.objects.filter(pk=job.pk).update(state="succeeded")
+    tab.do(lambda page: expect(page.locator("#progress .verdict")).to_contain_text("Ran: completed", timeout=10_000))
+    tab.screenshot("telemetry-live")
+    tab.assert_no_errors()
