@@ -17,6 +17,7 @@ of one configuration once ran 30× slower than the first, and nothing said so.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
@@ -37,6 +38,20 @@ FIGURES: tuple[tuple[str, str, str, bool], ...] = (
 RUN_COLUMNS = ("pk", "key", "arrival", "request_rate", "concurrency", "tok_s_min", "tok_s_max") + tuple(
     f[0] for f in FIGURES
 )
+
+
+_RATE_IN_KEY = re.compile(r"-rate([0-9][0-9.e+-]*)")  # a rate sweep's run key: job-7-rate0.5-r2 (arrivals.py)
+
+
+def _load(run: dict[str, Any]) -> tuple[Any, ...]:
+    """The load a run measured: its arrival mode, rate (from the key in a rate sweep) and concurrency."""
+    rate = run["request_rate"]
+    if rate is None and (found := _RATE_IN_KEY.search(run["key"] or "")):
+        try:
+            rate = float(found.group(1).rstrip("-"))
+        except ValueError:
+            rate = None
+    return run["arrival"] or "", rate, run["concurrency"]
 
 
 @cache
@@ -88,7 +103,7 @@ def summarize_runs(runs: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Groups of repeats (one per load) with their intervals and noise. Pure: runs as dicts of RUN_COLUMNS."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for run in runs:
-        groups.setdefault((run["arrival"] or "", run["request_rate"], run["concurrency"]), []).append(run)
+        groups.setdefault(_load(run), []).append(run)
     out = []
     for (arrival, rate, concurrency), members in groups.items():
         figures: dict[str, Any] = {}
