@@ -76,9 +76,12 @@ def test_the_live_job_page_redraws_the_same_chart_when_the_series_grows(tab: Tab
         params={"requests": 3, "concurrency": 3, "n_predict": 600},
         n_total=3,
         state="running",
-        telemetry=early,
+        telemetry=None,  # the sampler has not reported yet
     )
     tab.open(f"/jobs/{job.pk}/")
+    tab.do(lambda page: expect(page.locator("#progress")).to_contain_text("0 of 3 done"))
+    assert tab.evaluate("document.querySelector('#telemetry-plot')") is None  # no empty chart
+    Job.objects.filter(pk=job.pk).update(telemetry=early)  # the first heartbeat with a series
     tab.wait_for_plot(PLOT)
     assert drawn(tab)["ys"][3] == [0, 651, 768]
     tab.evaluate("window.__marker = 'live'; window.__plot = document.querySelector('#telemetry-plot')")
