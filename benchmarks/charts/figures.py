@@ -46,6 +46,11 @@ METRICS = {
         Metric("ttft_p50", "TTFT p50 (s)", "ttft_p50", False, "median time to first token of ok requests"),
         Metric("ttft_p95", "TTFT p95 (s)", "ttft_p95", False, "95th percentile time to first token"),
         Metric("e2e_p95", "E2E latency p95 (s)", "e2e_p95", False, "95th percentile request latency"),
+        Metric("e2e_p50", "E2E latency p50 (s)", "e2e_p50", False, "median request latency of ok requests"),
+        Metric("itl_p50", "ITL p50 (s)", "itl_p50", False, "median gap between two streamed tokens"),
+        Metric("itl_p95", "ITL p95 (s)", "itl_p95", False, "95th percentile gap between two streamed tokens"),
+        Metric("tpot_p50", "TPOT p50 (s)", "tpot_p50", False, "median of (E2E − TTFT) / (output tokens − 1)"),
+        Metric("tpot_p95", "TPOT p95 (s)", "tpot_p95", False, "95th percentile of (E2E − TTFT) / (output tokens − 1)"),
         Metric("wall", "wall time (s)", "effective_wall_s", False, "reported, else the longest request"),
     )
 }
@@ -321,7 +326,7 @@ def _markers(
     }
 
 
-COMPARE_METRICS = ("success", "tok_s", "throughput", "ttft_p95", "e2e_p95")
+COMPARE_METRICS = ("success", "tok_s", "throughput", "ttft_p95", "e2e_p95", "itl_p95")
 
 
 def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, bool, float | None]]) -> dict[str, Any]:

@@ -129,3 +129,40 @@ def test_a_tool_summary_keeps_its_own_percentiles_over_a_sample_of_requests():
     stored.refresh_summary()  # the sample does not override them later either
     stored.refresh_from_db()
     assert (stored.itl_p50, stored.itl_p95, stored.tpot_p50) == (0.04, 0.09, 0.03)
+
+
+# --- compare table and charts ------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_compare_table_shows_itl_tpot_and_e2e_side_by_side_with_their_source(client):
+    from django.urls import reverse
+
+    sampled_run = {"id": "tool", "model": "m", "tool": {"name": "vllm", "version": "0.9", "format": "vllm bench serve"}}
+    tool_summary = {"n_requests": 10, "n_ok": 10, "itl_ms": {"p50": 12.5, "p95": 30.0}}
+    load(jsonl(
+        {"schema": SCHEMA_V2, "run": sampled_run, "summary": tool_summary},
+        v2_request("kv", ttft_s=0.1, elapsed_s=0.4, output_tokens=4, itl_s=[0.1, 0.1, 0.1]),
+    ))  # fmt: skip
+    tool, kv = Run.objects.get(key="tool"), Run.objects.get(key="kv")
+    page = client.get(reverse("run-compare"), {"run": [tool.pk, kv.pk]}).content.decode()
+    row = page.split("<th>ITL p50</th>")[1].split("</tr>")[0]
+    assert "12.50 ms" in row and "100.00 ms" in row
+    assert "src-tool" in row  # the tool's own figure is tagged as such
+    tpot_row = page.split("<th>TPOT p50</th>")[1].split("</tr>")[0]
+    assert "100.00 ms" in tpot_row  # (0.4 - 0.1) / 3
+
+
+@pytest.mark.django_db
+def test_the_timeline_chart_plots_the_itl_percentile(client):
+    from django.urls import reverse
+
+    load(jsonl(
+        v2_request("a", ts="2026-11-01T10:00:00Z", ttft_s=0.1, elapsed_s=0.4, output_tokens=4, itl_s=[0.05, 0.1, 0.15]),
+        v2_request("b", ts="2026-11-02T10:00:00Z", ttft_s=0.1, elapsed_s=0.4, output_tokens=4, itl_s=[0.2, 0.2, 0.2]),
+    ))  # fmt: skip
+    response = client.get(reverse("chart-timeline"), {"metric": "itl_p95", "format": "json"})
+    rows = {row["key"]: row["itl_p95"] for row in response.json()["rows"]}
+    assert rows == {"a": 0.15, "b": 0.2}
+    page = client.get(reverse("chart-timeline"), {"metric": "tpot_p50"}).content.decode()
+    assert "TPOT p50 (s)" in page and "(E2E − TTFT) / (output tokens − 1)" in page
