@@ -78,3 +78,17 @@ def test_the_job_page_shows_the_repeats_interval_and_the_noise(client):
     # the interval by hand: s = 205.06, t(1) = 12.706, half width = 12.706 × 205.06 / √2 = 1842.4
     half = repeats.student_t_975(1) * math.sqrt((145.0**2 + 145.0**2) / 1) / math.sqrt(2)
     assert f"{155 - half:.3f}" in section and f"{155 + half:.3f}" in section
+
+
+@pytest.mark.django_db
+def test_compare_flags_two_runs_of_one_configuration_that_differ_30x(client):
+    same = {"model": "m", "ctx_size": 4096, "parallel": 2, "concurrency": 2, "prompt_tokens_max": 200}
+    first = Run.objects.create(key="load-1", throughput_tok_s=300.0, tok_s_mean=40.0, **same)
+    second = Run.objects.create(key="load-2", throughput_tok_s=10.0, tok_s_mean=39.0, **same)
+    other = Run.objects.create(key="other", throughput_tok_s=10.0, **{**same, "ctx_size": 8192})
+    page = client.get(reverse("run-compare"), {"run": [first.pk, second.pk]}).content.decode()
+    noisy = page.split('id="noisy"')[1].split("</div>")[0]
+    assert "load-1 and load-2" in noisy and "aggregate throughput" in noisy and "30.0×" in noisy
+    assert "tok/s per request" not in noisy  # 40 vs 39 agree
+    page = client.get(reverse("run-compare"), {"run": [first.pk, other.pk]}).content.decode()
+    assert 'id="noisy"' not in page  # another configuration: a difference, not noise
