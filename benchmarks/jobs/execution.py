@@ -6,13 +6,23 @@ outcome as it arrives, writes a heartbeat, and notices a cancel request. The two
 share one typed _Wave. A job is claimed with a conditional UPDATE (models.work), so a
 redelivered task cannot run it twice; a job whose worker dies stops its heartbeat
 and is failed by lifecycle.reap_stale_jobs.
+
+Beside the requests, a sampler (telemetry/sampler.py) reads /slots, /metrics and the
+GPUs a few times a second into the wave's Series: the recording thread copies it into
+Job.telemetry at each heartbeat (the live page) and into Run.telemetry at the wave's
+end, with the overflow of a shared pool attributed from the failed requests' own
+numbers (telemetry/attribution.py). Telemetry never fails a job: what could not be had
+is said in the series' sources.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import queue
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,10 +43,15 @@ from ..models.jobs import MAX_LIVE
 from .client.probe import ProbeError, probe, synthetic_prompt, tokenize
 from .client.stream import Outcome, Progress, session_for, stream_completion
 from .client.target import Target, TargetRefused, resolve_target
+from .pool import server_pool
+from .telemetry import attribution
+from .telemetry.sampler import PERIOD_S, endpoints_from_probe, sample
+from .telemetry.series import Series
 
 log = logging.getLogger(__name__)
 MAX_RECENT_ERRORS = 10
 LIVE_INTERVAL_S = 1.0
+SAMPLER_STOP_S = 2.0  # how long the wave waits for its sampler to stop (it returns within ~0.5 s)
 
 
 def execute_job(job_id: int, worker: str = "") -> str:
@@ -59,7 +74,7 @@ def execute_job(job_id: int, worker: str = "") -> str:
 
 
 def _finish(job: Job, state: str, error: str = "") -> None:
-    Job.finish(job.pk, state, storable_text(error), n_running=0, live=[])
+    Job.finish(job.pk, state, storable_text(error), n_running=0, live=[], telemetry=None)
 
 
 def _run(job: Job, target: Target) -> str:
@@ -82,16 +97,41 @@ def _run(job: Job, target: Target) -> str:
         else list(params["prompts"])[:n_requests]  # request i sends prompt i modulo their number
     )
     prompt_lengths = _prompt_lengths(target, api_key, prompts)
+    pool = telemetry_pool(job.launch_command, server_info)
     final_state = Job.State.SUCCEEDED
     for repeat in range(repeats):
         run = _new_run(job, server_info, repeat, repeats)
-        final_state = _run_wave(job, target, api_key, run, prompts, prompt_lengths, n_requests)
+        final_state = _run_wave(
+            job, target, api_key, run, prompts, prompt_lengths, n_requests, server_info=server_info, pool=pool
+        )
         run.refresh_summary()
         if final_state != Job.State.SUCCEEDED:
             break
     cancelled = final_state == Job.State.CANCELLED
     _finish(job, final_state, "cancelled by a user; finished requests are kept" if cancelled else "")
     return final_state
+
+
+def telemetry_pool(launch_command: str, server_info: dict[str, Any]) -> dict[str, Any]:
+    """The series' pool: shared or per slot from the launch command (pool.server_pool), the
+    capacities from the server; "unknown" when the command is missing or disagrees."""
+    found = server_pool(launch_command, server_info)
+    if found is None:
+        return {
+            "kind": "unknown",
+            "slots": None,
+            "slot_cells": None,
+            "pool_cells": None,
+            "from": "unknown: the server reported no slots or context size",
+        }
+    kind = {True: "shared", False: "per-slot", None: "unknown"}[found.unified]
+    return {
+        "kind": kind,
+        "slots": found.slots,
+        "slot_cells": found.cells,
+        "pool_cells": found.total_cells,
+        "from": "launch command" if found.unified is not None else f"unknown: {found.note}",
+    }
 
 
 def _new_run(job: Job, server_info: dict[str, Any], repeat: int, repeats: int) -> Run:
@@ -142,6 +182,11 @@ class _Wave:
     running: int = 0
     in_flight: dict[int, Progress] = field(default_factory=dict)  # request index → how far it has come
     error: BaseException | None = None
+    series: Series | None = None  # the telemetry, filled by the sampler on the loop's thread
+    endpoints: dict[str, Any] = field(default_factory=dict)  # sampler.endpoints_from_probe
+    prompt_lengths: list[int] | None = None
+    t0: float = 0.0  # perf_counter at the wave's first send: the series' and at_error's origin
+    tokens_done: int = 0  # output tokens of the finished requests (loop thread)
     _loop: asyncio.AbstractEventLoop | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -156,6 +201,20 @@ class _Wave:
     def _cancel_tasks(self) -> None:
         for task in self._tasks:
             task.cancel()
+
+    def tokens_out(self) -> int:
+        """Tokens received so far, finished and streaming requests (for the series' tokens/s)."""
+        return self.tokens_done + sum(p.tokens for p in self.in_flight.copy().values())
+
+    def telemetry(self) -> dict[str, Any] | None:
+        """The series as it stands, for Job.telemetry; None if there is none or it cannot be had."""
+        if self.series is None:
+            return None
+        try:
+            return storable_json(self.series.snapshot())
+        except Exception:  # telemetry never fails a job
+            log.exception("telemetry snapshot failed")
+            return None
 
     def live(self) -> list[dict[str, Any]]:
         """The requests in flight now, for Job.live: at most the concurrency, in request order."""
@@ -198,9 +257,15 @@ def _run_wave(
     prompts: list[Any],
     prompt_lengths: list[int] | None,
     n_requests: int,
+    *,
+    server_info: dict[str, Any] | None = None,
+    pool: dict[str, Any] | None = None,
 ) -> str:
     """Send n_requests at the job's concurrency; store outcomes as they come."""
-    wave = _Wave()
+    wave = _Wave(prompt_lengths=prompt_lengths, endpoints=endpoints_from_probe(server_info))
+    if server_info is not None:
+        wave.series = Series(PERIOD_S, pool, {})
+    overflowed: list[tuple[int, Outcome]] = []  # the context_exceeded failures, for the attribution
 
     def driver() -> None:
         try:
@@ -228,15 +293,41 @@ def _run_wave(
             index, outcome = item
             recorder.store(index, outcome)
             _progress(job, outcome, wave)
+            if outcome.at_error is not None:  # kept for the attribution, with only its mean gap
+                gaps = [statistics.fmean(outcome.itl_s)] if outcome.itl_s else None
+                overflowed.append((index, dataclasses.replace(outcome, itl_s=gaps, extra={})))
         if time.monotonic() >= next_beat:
             next_beat = time.monotonic() + heartbeat
-            if Job.beat(job.pk, n_running=wave.running, live=wave.live()) and not cancelled:
+            changes = {"n_running": wave.running, "live": wave.live(), "telemetry": wave.telemetry()}
+            if Job.beat(job.pk, **changes) and not cancelled:
                 cancelled = True
                 wave.cancel()
     thread.join(timeout=30)
+    _save_telemetry(job, run, wave, pool, overflowed)
     if wave.error is not None and not cancelled:
         raise wave.error
     return Job.State.CANCELLED if cancelled else Job.State.SUCCEEDED
+
+
+def _save_telemetry(
+    job: Job, run: Run, wave: _Wave, pool: dict[str, Any] | None, overflowed: list[tuple[int, Outcome]]
+) -> None:
+    """Run.telemetry at the wave's end, with the overflow attributed; a failure here is logged, not the job's."""
+    if wave.series is None:
+        return
+    try:
+        params = job.params
+        over = attribution.overflow(
+            overflowed,
+            pool=pool,
+            n_predict=int(params["n_predict"]),
+            concurrency=int(params["concurrency"]),
+        )
+        wave.series.set_overflow(over)
+        run.telemetry = storable_json(wave.series.snapshot())
+        run.save(update_fields=["telemetry"])
+    except Exception:  # telemetry never fails a job
+        log.exception("job %s: the telemetry of run %s could not be saved", job.pk, run.pk)
 
 
 async def _drive(
@@ -259,19 +350,51 @@ async def _drive(
                     return
                 wave.running += 1
                 progress = wave.in_flight[index] = Progress(sent_at=time.perf_counter())
+                lengths = wave.prompt_lengths
                 try:
                     payload = {**payload_base, "prompt": prompts[index % len(prompts)]}
-                    outcome = await stream_completion(session, target, payload, deadline_s=deadline, progress=progress)
+                    outcome = await stream_completion(
+                        session,
+                        target,
+                        payload,
+                        deadline_s=deadline,
+                        progress=progress,
+                        t0=wave.t0,
+                        prompt_tokens=lengths[index % len(lengths)] if lengths else None,
+                    )
                 except Exception as exc:  # no request is ever lost: an unexpected failure is an outcome
                     outcome = Outcome(ok=False, error_type=OTHER, error=f"{type(exc).__name__}: {exc}")
                 finally:
                     wave.running -= 1
+                    wave.tokens_done += progress.tokens
                     del wave.in_flight[index]
                 wave.outcomes.put((index, outcome))
 
+        wave.t0 = time.perf_counter()
         tasks = [asyncio.create_task(one(i)) for i in range(n_requests)]
         wave.started(asyncio.get_running_loop(), tasks)
-        await asyncio.gather(*tasks, return_exceptions=True)
+        stop_sampling = asyncio.Event()
+        sampler = _start_sampler(target, api_key, wave, stop_sampling)
+        try:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:
+            stop_sampling.set()
+            if sampler is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(sampler, SAMPLER_STOP_S)
+
+
+def _start_sampler(target: Target, api_key: str, wave: _Wave, stop: asyncio.Event) -> asyncio.Task[None] | None:
+    """The sampler as a task beside the requests (not among them: a cancel stops requests first)."""
+    if wave.series is None:
+        return None
+    try:
+        return asyncio.create_task(
+            sample(target, api_key, wave.series, stop, t0=wave.t0, endpoints=wave.endpoints, tokens_out=wave.tokens_out)
+        )
+    except Exception as exc:  # telemetry never fails a job
+        wave.series.set_source("sampler", f"failed: {type(exc).__name__}: {exc}")
+        return None
 
 
 class _Recorder:
@@ -288,6 +411,8 @@ class _Recorder:
         extra = {"index": index, **storable_json(outcome.extra)}
         if outcome.client_tok_s is not None:
             extra["client_tok_s"] = round(outcome.client_tok_s, 4)
+        if outcome.at_error is not None:
+            extra["at_error"] = outcome.at_error
         values = {
             "ts": ts,
             "ok": outcome.ok,
@@ -312,6 +437,7 @@ class _Recorder:
             extra=extra,
             content_hash=digest,
             occurrence=occurrence,
+            itl_s=outcome.itl_s,
         )
         self.seq += 1
 

@@ -17,6 +17,8 @@ from benchmarks.jobs.client.target import resolve_target
 from .fake_server import FakeServer
 from .test_jobs_real import live_llama_server
 
+HOLD_BACK = 8  # tokens the server may hold back from the stream as incomplete UTF-8
+
 
 def test_a_gap_is_split_evenly_over_the_tokens_its_event_stands_for():
     # t=1.0: 1 token; t=1.3: 3 tokens held back together; t=1.4: 1 token.
@@ -107,6 +109,7 @@ def test_a_shared_pool_overflow_gives_each_request_its_cells_at_the_error(llama_
         assert o.at_error["cells"] == 200 + o.at_error["decoded"]
         assert o.itl_s is not None and len(o.itl_s) == o.output_tokens - 1
         cells.append(o.at_error["cells"])
-    # What they held together passed the pool by less than one step of three tokens.
-    assert 1024 - 3 < sum(cells) <= 1024 + 3
+    # Together they reached the pool: within the step that failed (3 cells) and the tokens the
+    # server held back from the stream as incomplete UTF-8 (0-5 each seen on this model).
+    assert 1024 - 3 * HOLD_BACK < sum(cells) <= 1024 + 3
     assert max(o.at_error["t_s"] for o in outcomes) - min(o.at_error["t_s"] for o in outcomes) < 0.05
