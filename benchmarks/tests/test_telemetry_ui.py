@@ -17,9 +17,12 @@ import pytest
 from django.urls import reverse
 
 from benchmarks.charts import telemetry as charts
+from benchmarks.jobs import execution
 from benchmarks.jobs.telemetry import attribution
 from benchmarks.jobs.telemetry.series import Series
 from benchmarks.models import Job, LaunchHost, Run, Sweep, SweepConfig
+
+from .test_jobs_real import live_llama_server, register, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -92,7 +95,8 @@ def text_of(page: str) -> str:
 
 def assert_no_gaps(page: str) -> None:
     for word in ("None", "nan", "NaN", "undefined", "Infinity"):
-        assert not re.search(rf"\b{word}\b", page), f"{word!r} on the page"
+        found = re.search(rf"\b{word}\b", page)
+        assert not found, f"{word!r} on the page: …{page[max(0, found.start() - 200) : found.end() + 100]}…"
 
 
 def make_run(telemetry: dict[str, Any] | None, **fields: Any) -> Run:
@@ -340,3 +344,38 @@ def test_the_page_draws_what_the_real_series_stores(client):
     assert "Peak: 1,025 cells held of the 1,024-cell pool (100.1 %) at 0.243 s" in text_of(page)
     assert "Sampled every 0.05 s, 5 samples" in text_of(page)
     assert_no_gaps(text_of(page))
+
+
+@pytest.mark.llama_server
+@pytest.mark.django_db(transaction=True)
+def test_a_real_shared_pool_job_shows_its_pool_filling_and_who_filled_it(
+    llama_server_binary, tiny_models, client, monkeypatch
+):
+    """The real llama-server on the tiny model: 3 × (200 prompt + 600 to generate) on one 1,024-cell pool.
+    The job runs here (execution.execute_job, the worker's domain function); the pages read what it stored."""
+    monkeypatch.setattr("benchmarks.tasks.enqueue", lambda job: None)
+    flags = ["-c", "1024", "-np", "3", "--kv-unified", "--metrics"]
+    with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
+        server = register(url, "llama-server " + " ".join(flags))
+        job = submit(server, prompt_tokens=200, n_predict=600)
+        execution.execute_job(job.pk, worker="test")
+    run = Run.objects.get(job=job)
+    stored = run.telemetry
+    assert stored and stored["pool"]["kind"] == "shared" and stored["pool"]["pool_cells"] == 1024
+    overflow = stored["overflow"]
+    assert overflow and overflow["requests"]  # who held what: A1's test_telemetry_real checks the three requests
+    page = client.get(reverse("run-detail", args=[run.pk])).content.decode()
+    figure = embedded_figure(page)
+    names = [trace["name"] for trace in figure["data"]]
+    assert "pool: cells held (all slots)" in names and "requests processing" in names
+    assert [s["y0"] for s in figure["layout"]["shapes"] if s["yref"] == "y"] == [1024]
+    marker = next(trace for trace in figure["data"] if trace["name"].startswith("at the overflow"))
+    assert marker["y"] == [sum(r["cells"] for r in overflow["requests"])] and marker["y"][0] > 1024 - 3
+    assert marker["x"] == [overflow["t"]]
+    words = text_of(page)
+    assert overflow["sentence"] in words
+    assert f"Peak: {stored['peak']['pool']:,} cells held of the 1,024-cell pool" in words
+    assert "/slots: ok" in words and "/metrics: ok" in words
+    assert_no_gaps(words)
+    job_page = text_of(client.get(reverse("job-detail", args=[job.pk])).content.decode())
+    assert_no_gaps(job_page)
