@@ -13,7 +13,9 @@ from playwright.sync_api import Page, expect
 from benchmarks.models import Job, Run
 
 from .test_browser_charts import Tab  # the browser and tab fixtures come from the root conftest.py
+from .test_jobs_real import live_llama_server, register, submit
 from .test_telemetry_ui import PER_SLOT, SHARED
+from .test_truth_jobs import run_in_background
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -107,4 +109,56 @@ def test_the_live_job_page_redraws_the_same_chart_when_the_series_grows(tab: Tab
     Job.objects.filter(pk=job.pk).update(state="succeeded")
     tab.do(lambda page: expect(page.locator("#progress .verdict")).to_contain_text("Ran: completed", timeout=10_000))
     tab.screenshot("telemetry-live")
+    tab.assert_no_errors()
+
+
+@pytest.mark.llama_server
+def test_a_real_job_page_draws_the_slots_filling_while_it_runs(
+    tab: Tab, llama_server_binary, tiny_models, settings, monkeypatch
+) -> None:
+    """The real llama-server (per-slot, 3 × 1,024 cells), the job run as the worker runs it: the live page's
+    chart appears from Job.telemetry and grows in place at the polls; the run page keeps the series."""
+    settings.KVLAB_JOB_HEARTBEAT_S = 0.3
+    monkeypatch.setattr("benchmarks.tasks.enqueue", lambda job: None)  # run here, not through Celery
+    flags = ["-c", "3072", "-np", "3", "--no-kv-unified", "--metrics"]
+    with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
+        server = register(url, "llama-server " + " ".join(flags))
+        job = submit(server, prompt_tokens=200, n_predict=600, requests=6)
+        tab.open(f"/jobs/{job.pk}/")
+        tab.evaluate("window.__marker = 'live'")
+        worker = run_in_background(job)
+        try:
+            tab.wait_for_plot(PLOT)
+            tab.evaluate("window.__plot = document.querySelector('#telemetry-plot')")
+            first = tab.evaluate("document.querySelector('#telemetry-plot').data[0].x.length")
+
+            def grown(page: Page) -> None:
+                page.wait_for_function(
+                    "n => { const el = document.querySelector('#telemetry-plot');"
+                    " return el === window.__plot && el.data[0].x.length > n; }",
+                    arg=first,
+                    timeout=30_000,
+                )
+
+            tab.do(grown)
+            tab.screenshot("telemetry-live-real")
+            names = drawn(tab)["names"]
+            assert "slot 0: cells held" in names and "requests processing" in names
+            notes = " ".join(drawn(tab)["notes"])
+            assert "each slot's capacity: 1,024 cells (per-slot pool)" in notes
+            tab.do(
+                lambda page: expect(page.locator("#progress .verdict")).to_contain_text(
+                    "Ran: completed", timeout=60_000
+                )
+            )
+        finally:
+            worker.join(timeout=120)
+    assert tab.evaluate("window.__marker") == "live", "the page was reloaded: not an htmx update"
+    tab.assert_no_errors()
+    run = Run.objects.filter(job=job).first()
+    assert run is not None and run.telemetry and run.telemetry["peak"]["slots"]
+    tab.open(f"/runs/{run.pk}/")
+    tab.wait_for_plot(PLOT)
+    assert max(max(v for v in y if v is not None) for y in drawn(tab)["ys"][:3]) == max(run.telemetry["peak"]["slots"])
+    tab.screenshot("telemetry-run-real")
     tab.assert_no_errors()
