@@ -350,3 +350,28 @@ def test_no_gpu_here_is_said_not_raised() -> None:
         rows = gpus.read()
         assert rows and rows[0]["mem_total_mib"] > 0
     gpus.close()
+
+
+@pytest.mark.llama_server
+def test_the_overhead_benchmark_runs_at_its_smoke_size(llama_server_binary: Path, tmp_path: Path) -> None:
+    """bench/telemetry_overhead.py (make bench) end to end on the real server, so it cannot rot."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "bench" / "telemetry_overhead.py"), "--smoke", "--out", str(tmp_path)]
+        + ["--server", str(llama_server_binary)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "off/on alternating, 1 rounds each" in done.stdout and "decode tok/s" in done.stdout
+    results = json.loads((tmp_path / "telemetry_overhead.json").read_text())
+    assert [r["sampler"] for r in results["runs"]] == ["off", "on"]
+    assert results["runs"][1]["samples"] >= 1 and results["runs"][0]["samples"] == 0
+    assert results["decode_tok_s"]["median_off"] > 0 and results["decode_tok_s"]["median_on"] > 0
+    assert results["gpu"].startswith(("ok", "none seen: "))

@@ -242,7 +242,11 @@ async def sample(
     finally:
         stopping.cancel()
         if gpu_open is not None:
-            gpu_open.cancel()
+            if gpu_open.done():
+                series.set_source("gpu", _gpu_source(gpu_open))
+            else:
+                gpu_open.cancel()
+                series.set_source("gpu", "none seen: NVML did not open before the wave ended")
         executor.submit(gpus.close)  # after any read in flight: one thread, in order
         executor.shutdown(wait=False)
 
