@@ -215,6 +215,11 @@ def test_a_server_that_hangs_is_given_up_on_and_stop_is_prompt() -> None:
             # a request in flight when stop comes is abandoned at once (and its sample with it)
             stop_s = await sample_for(url, 0.7, series, endpoints={"slots": True, "metrics": None}, gpu=False)
             assert series.snapshot()["samples"] == 0
+            assert series.snapshot()["sources"] == {
+                "slots": "not read: the wave ended before the first answer",
+                "metrics": "not read: the wave ended before the first answer",
+                "gpu": "off: not asked",
+            }
             seen.clear()
             series2 = new_series()
             long_stop_s = await sample_for(url, 4.5, series2, endpoints={"slots": True, "metrics": True}, gpu=False)
@@ -375,3 +380,67 @@ def test_the_overhead_benchmark_runs_at_its_smoke_size(llama_server_binary: Path
     assert results["runs"][1]["samples"] >= 1 and results["runs"][0]["samples"] == 0
     assert results["decode_tok_s"]["median_off"] > 0 and results["decode_tok_s"]["median_on"] > 0
     assert results["gpu"].startswith(("ok", "none seen: "))
+
+
+class StandInNvml:
+    """pynvml's calls as NVML answers them on a GPU machine (this one has none: `make test-gpu`
+    machines exercise the real library); one GPU whose power reading is not supported."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self) -> None:
+        self.used = 1024 * 1024 * 1000
+        self.shut = False
+
+    def nvmlInit(self) -> None:  # noqa: N802 — pynvml's names
+        pass
+
+    def nvmlShutdown(self) -> None:  # noqa: N802
+        self.shut = True
+
+    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> str:  # noqa: N802
+        return f"handle{i}"
+
+    def nvmlDeviceGetName(self, handle: str) -> bytes:  # noqa: N802
+        return b"NVIDIA H200"
+
+    def nvmlDeviceGetMemoryInfo(self, handle: str) -> Any:  # noqa: N802
+        self.used += 1024 * 1024
+        return type("Memory", (), {"total": 143771 * 1024 * 1024, "used": self.used})()
+
+    def nvmlDeviceGetUtilizationRates(self, handle: str) -> Any:  # noqa: N802
+        return type("Utilization", (), {"gpu": 37})()
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:  # noqa: N802
+        raise self.NVMLError("Not Supported")
+
+
+def test_gpu_rows_reach_the_series_from_the_sampler_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    nvml = StandInNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+
+    async def answer(request: web.Request) -> web.Response:
+        return web.Response(body=HEALTHY_SLOTS if request.path == "/slots" else HEALTHY_METRICS)
+
+    async def go() -> dict:
+        series = new_series()
+        async with stand_in(answer) as url:
+            await sample_for(url, 0.5, series, endpoints={"slots": True, "metrics": True})
+        return stored(series)
+
+    data = asyncio.run(go())
+    assert data["sources"] == {"slots": "ok", "metrics": "ok", "gpu": "ok"}
+    gpu = data["gpu"]
+    assert gpu["names"] == ["NVIDIA H200"] and gpu["mem_total_mib"] == [143771]
+    mem = [m for m in gpu["mem_mib"][0] if m is not None]
+    assert len(mem) >= 3 and mem == sorted(mem) and mem[0] >= 1001  # read at each sample
+    assert set(gpu["util_pct"][0]) <= {37, None} and 37 in gpu["util_pct"][0]
+    assert set(gpu["power_w"][0]) == {None}  # not supported: said as null, the rest kept
+    time.sleep(0.1)
+    assert nvml.shut  # closed after the wave, on the sampler's own thread

@@ -119,8 +119,10 @@ class _Sampler:
         self.asking = {name: endpoints.get(name) is not False for name in ("slots", "metrics")}
         self.failures = {"slots": 0, "metrics": 0}
         self.seen_ok = {"slots": False, "metrics": False}
+        self.said = {"slots": False, "metrics": False}  # an "off"/"failed" source was set
         for name, asked in self.asking.items():
             if not asked:
+                self.said[name] = True
                 series.set_source(name, f"off: the server said so at the start ({OFF_HINTS[name]})")
 
     async def _get(self, path: str) -> bytes:
@@ -136,6 +138,12 @@ class _Sampler:
             if len(body) > MAX_BODY:
                 raise ValueError(f"the answer passed the {MAX_BODY // 1048576} MiB cap")
             return body
+
+    def finish(self) -> None:
+        """Every endpoint's source said, even when the wave ended before its first answer."""
+        for name in ("slots", "metrics"):
+            if not self.seen_ok[name] and not self.said[name]:
+                self.series.set_source(name, "not read: the wave ended before the first answer")
 
     async def poll(self, name: str) -> Any:
         """What the endpoint says now, or None (not asked, or it failed this time)."""
@@ -154,6 +162,7 @@ class _Sampler:
                     raise ValueError("the answer holds no llamacpp: metrics")
         except _Unavailable as exc:
             self.asking[name] = False
+            self.said[name] = True
             self.series.set_source(name, f"off: {exc}")
             return None
         except (
@@ -167,6 +176,7 @@ class _Sampler:
             self.failures[name] += 1
             if self.failures[name] >= MAX_FAILURES:
                 self.asking[name] = False
+                self.said[name] = True
                 why = str(exc) or type(exc).__name__
                 if isinstance(exc, TimeoutError):
                     why = f"no answer within {REQUEST_TIMEOUT_S:g} s"
@@ -206,6 +216,7 @@ async def sample(
     gpu_open: asyncio.Future[str] | None = None
     gpu_read: asyncio.Future[Any] | None = None
     stopping = asyncio.ensure_future(stop.wait())
+    sampler: _Sampler | None = None
     try:
         if gpu:
             gpu_open = loop.run_in_executor(executor, gpus.open)
@@ -241,6 +252,8 @@ async def sample(
         series.set_source("sampler", f"failed: {type(exc).__name__}: {exc}")
     finally:
         stopping.cancel()
+        if sampler is not None:
+            sampler.finish()
         if gpu_open is not None:
             if gpu_open.done():
                 series.set_source("gpu", _gpu_source(gpu_open))
