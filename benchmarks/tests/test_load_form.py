@@ -144,3 +144,20 @@ def test_bench_checks_the_load_options_with_the_job_form(args, message):
 def test_bench_refuses_an_unknown_arrival_before_the_form():
     with pytest.raises(CommandError, match="invalid choice: 'burst'"):
         run_bench("--arrival", "burst")
+
+
+def test_the_form_page_offers_the_load_fields_and_the_dataset_as_a_prompt_source(user_client):
+    page = user_client.get("/jobs/new/").content.decode()
+    assert '<p data-prompt-source="dataset"><label for="id_dataset_file">' in page
+    for name in ("arrival", "rate", "rates", "seed", "slo_ttft_ms", "slo_tpot_ms"):
+        assert f'id="id_{name}"' in page
+    assert '<option value="poisson">Poisson arrivals</option>' in page
+
+
+def test_a_refused_rate_comes_back_as_a_400_with_its_message_and_nothing_submitted(user_client, server):
+    data = {"server": server.pk, "prompt_source": "synthetic", "prompt_tokens": 8, "n_predict": 4}
+    data |= {"concurrency": 2, "requests": 4, "repeats": 1, "timeout_s": 5, "arrival": "poisson", "rate": "-2"}
+    response = user_client.post("/jobs/new/", data)
+    assert response.status_code == 400
+    assert "The request rate must be above 0." in response.content.decode()
+    assert Job.objects.count() == 0
