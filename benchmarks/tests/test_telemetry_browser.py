@@ -154,6 +154,10 @@ def test_a_real_job_page_draws_the_slots_filling_while_it_runs(
         finally:
             worker.join(timeout=120)
     assert tab.evaluate("window.__marker") == "live", "the page was reloaded: not an htmx update"
+    # the job's live series is emptied at its end: the page says where the chart lives now
+    tab.do(
+        lambda page: expect(page.locator("#telemetry-moved")).to_contain_text("Each run's page keeps its KV pool chart")
+    )
     tab.assert_no_errors()
     run = Run.objects.filter(job=job).first()
     assert run is not None and run.telemetry and run.telemetry["peak"]["slots"]
