@@ -36,11 +36,13 @@ def telemetry_panel(telemetry: Any, live: bool = False, kvlab_ran: bool = False)
     }
 
 
-@register.simple_tag
-def sweep_peaks(sweep: Any) -> dict[int, tuple[int, int | None]]:
+def _sweep_peaks(sweep: Any) -> dict[int, tuple[int, int | None]]:
     """Per flag set (config id), the highest pool occupancy over its jobs' runs and the pool's cells.
 
-    One query; only the series' `peak` and `pool` keys are read, never the series itself."""
+    One query per page (kept on the sweep object); only the series' `peak` and `pool` keys are read."""
+    cached: dict[int, tuple[int, int | None]] | None = getattr(sweep, "_telemetry_peaks", None)
+    if cached is not None:
+        return cached
     rows = Run.objects.filter(job__sweep_config__sweep=sweep, telemetry__isnull=False).values_list(
         "job__sweep_config_id", "telemetry__peak", "telemetry__pool"
     )
@@ -49,14 +51,24 @@ def sweep_peaks(sweep: Any) -> dict[int, tuple[int, int | None]]:
         found = charts.peak_of({"peak": peak, "pool": pool})
         if found is not None and (config_id not in peaks or found[0] > peaks[config_id][0]):
             peaks[config_id] = found
+    sweep._telemetry_peaks = peaks
     return peaks
 
 
 @register.simple_tag
-def sweep_peak_text(peaks: Mapping[int, tuple[int, int | None]], row: Mapping[str, Any]) -> str:
-    """ "1,025 / 1,024 cells (100.1 %) ≈ 3.00 MiB": the peak beside the memory the sizing predicted for the pool."""
-    config = row.get("config")
-    found = peaks.get(getattr(config, "pk", None) or 0)
+def sweep_peak_text(sweep: Any, row: Mapping[str, Any]) -> str:
+    """ "1,025 / 1,024 cells (100.1 %) ≈ 3.00 MiB": the peak beside the memory the sizing predicted for the pool.
+
+    A row whose measurements carry `peak_cells` / `pool_cells` (an aggregate of the row query) costs no
+    query; otherwise the sweep's peaks are read once for the page. A flag set with no run shows "—"."""
+    measured = row.get("measured") or {}
+    if not measured:
+        return "—"
+    if "peak_cells" in measured:
+        peak_cells = measured["peak_cells"]
+        found = None if peak_cells is None else (int(peak_cells), measured.get("pool_cells"))
+    else:
+        found = _sweep_peaks(sweep).get(getattr(row.get("config"), "pk", None) or 0)
     if found is None:
         return "—"
     peak, pool_cells = found
