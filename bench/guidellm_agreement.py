@@ -16,9 +16,11 @@ server (kvlab, GuideLLM, kvlab, GuideLLM, kvlab by default):
   ``benchmarks.json`` is imported with kvlab's own GuideLLM importer, so both sides are
   kvlab runs read from the same columns.
 
-Compared, per round: TTFT median, ITL median (GuideLLM's inter_token_latency; kvlab's
-itl_p50 over every gap between streamed tokens) and output tokens/s (GuideLLM's mean
-output_tokens_per_second; kvlab's throughput, output tokens / wall time). Agreement:
+Compared, per round: TTFT median; TPOT median — GuideLLM's inter_token_latency_ms is
+(last token − first token) / (output − 1) per request (guidellm's
+schemas/request_stats.py), which is TPOT as vLLM and kvlab define it, and kvlab's
+importer stores it so; and output tokens/s (GuideLLM's mean output_tokens_per_second;
+kvlab's throughput, output tokens / wall time). Agreement:
 each GuideLLM figure must lie within the range of the kvlab runs around it, widened
 by ``--bound`` (default 25 %) — on this shared 2-core machine GuideLLM's own client
 (worker processes, torch import) takes CPU from the server, and kvlab's repeats move
@@ -133,7 +135,7 @@ def kvlab_round(base_url: str, launch: str, args: argparse.Namespace, label: str
         "source": "kvlab",
         "run": run.key,
         "ttft_ms": run.ttft_p50 * 1000 if run.ttft_p50 is not None else None,
-        "itl_ms": run.itl_p50 * 1000 if getattr(run, "itl_p50", None) is not None else None,
+        "tpot_ms": run.tpot_p50 * 1000 if run.tpot_p50 is not None else None,
         "output_tok_s": run.throughput_tok_s,
     }
 
@@ -175,7 +177,7 @@ def guidellm_round(exe: Path, base_url: str, tokenizer: Path, args: argparse.Nam
         "source": "guidellm",
         "run": run.key,
         "ttft_ms": (summary.get("ttft_ms") or {}).get("median"),
-        "itl_ms": (summary.get("itl_ms") or {}).get("median"),
+        "tpot_ms": (summary.get("tpot_ms") or {}).get("median"),
         "output_tok_s": summary.get("output_tok_s"),
     }
 
@@ -187,7 +189,7 @@ def agreement(rounds: list[dict[str, Any]], bound: float) -> list[dict[str, Any]
         if row["source"] != "guidellm":
             continue
         around = [r for r in (rounds[i - 1], rounds[i + 1]) if r["source"] == "kvlab"]
-        for metric in ("ttft_ms", "itl_ms", "output_tok_s"):
+        for metric in ("ttft_ms", "tpot_ms", "output_tok_s"):
             values = [r[metric] for r in around if r[metric] is not None]
             theirs = row[metric]
             if theirs is None or not values:
@@ -250,10 +252,10 @@ def main(argv: list[str] | None = None) -> int:
             server.wait(timeout=30)
         shutil.copy(work / "server.log", args.out / "guidellm_agreement_server.log")
     verdicts = agreement(rounds, args.bound)
-    print(f"\n{'round':<6} {'source':<9} {'TTFT p50 ms':>12} {'ITL p50 ms':>11} {'output tok/s':>13}")
+    print(f"\n{'round':<6} {'source':<9} {'TTFT p50 ms':>12} {'TPOT p50 ms':>12} {'output tok/s':>13}")
     for i, r in enumerate(rounds):
-        cells = [f"{r[m]:.2f}" if r[m] is not None else "—" for m in ("ttft_ms", "itl_ms", "output_tok_s")]
-        print(f"{i:<6} {r['source']:<9} {cells[0]:>12} {cells[1]:>11} {cells[2]:>13}")
+        cells = [f"{r[m]:.2f}" if r[m] is not None else "—" for m in ("ttft_ms", "tpot_ms", "output_tok_s")]
+        print(f"{i:<6} {r['source']:<9} {cells[0]:>12} {cells[1]:>12} {cells[2]:>13}")
     print()
     for v in verdicts:
         figures = {k: v[k] for k in v if k not in {"round", "metric", "verdict"}}

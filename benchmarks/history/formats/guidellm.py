@@ -41,11 +41,15 @@ NAME = "guidellm"
 
 STATUSES = ("successful", "errored", "incomplete")
 STAT_KEYS = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99")
-# GuideLLM's metric name -> (kvlab summary key, factor to milliseconds).
+# GuideLLM's metric name -> (kvlab summary key, factor to milliseconds). GuideLLM's names do
+# not mean what vLLM's (and kvlab's) do (guidellm src/guidellm/schemas/request_stats.py):
+# its inter_token_latency_ms is per request (last token - first token) / (output - 1), which is
+# TPOT; its time_per_output_token_ms is (last token - request start) / output, TTFT included,
+# which no other tool reports: it stays in the summary's extra, under its own name. GuideLLM
+# has no per-gap ITL, so its runs have no itl_ms.
 LATENCY_METRICS = {
     "time_to_first_token_ms": ("ttft_ms", 1.0),
-    "inter_token_latency_ms": ("itl_ms", 1.0),
-    "time_per_output_token_ms": ("tpot_ms", 1.0),
+    "inter_token_latency_ms": ("tpot_ms", 1.0),
     "request_latency": ("e2e_ms", 1000.0),  # GuideLLM keeps request latency in seconds
 }
 CURVES = ("pdf", "cumulative_distribution_function")  # a distribution's curve: long, not kept
