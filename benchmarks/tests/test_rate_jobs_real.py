@@ -138,13 +138,18 @@ def test_a_rate_sweep_makes_one_run_per_rate_in_order_with_repeats(llama_server_
 def test_arrivals_wait_for_the_concurrency_cap_and_are_counted(llama_server_binary, tiny_models):
     # 50 req/s against one request in flight at a time, each decoding 200 tokens: nearly every
     # arrival finds the cap full; the first never does.
-    from .test_jobs_real import submit
-
     with live_llama_server(llama_server_binary, tiny_models["llama"], FLAGS) as url:
-        server = register(url, LAUNCH)
-        job = wait_for(
-            submit(server, prompt_tokens=16, n_predict=200, concurrency=1, requests=6, arrival="constant", rate=50.0)
+        register(url, LAUNCH)
+        out = StringIO()
+        call_command(
+            "bench",
+            *("--server", url, "--prompt-tokens", "16", "--n-predict", "200", "--concurrency", "1"),
+            *("--requests", "6", "--arrival", "constant", "--rate", "50", "--wait"),
+            stdout=out,
+            stderr=StringIO(),
         )
+    job = Job.objects.get()
+    assert f"(job-{job.pk}, constant at 50 req/s): all requests ok, 6/6 ok" in out.getvalue()
     run = job.runs.get()
     assert job.state == "succeeded" and run.n_ok == 6
     waited = run.server_props["arrival"]["waited_for_cap"]

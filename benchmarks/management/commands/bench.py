@@ -173,9 +173,10 @@ class Command(BaseCommand):
         lines = [f"job {s['job']}: ran: {s['ran']}; found: {s['found_label']} — {s['ok']}/{s['total']} requests ok"]
         for run in s["runs"]:
             tok_s = f"{run['tok_s_mean']:.2f}" if run["tok_s_mean"] is not None else "—"
+            load = f", {run['arrival']} at {run['request_rate']:g} req/s" if run["request_rate"] is not None else ""
             lines.append(
-                f"  run {run['run_id']} ({run['key']}): {LABELS[run['outcome']]}, {run['ok']}/{run['total']} ok, "
-                f"{tok_s} tok/s per request"
+                f"  run {run['run_id']} ({run['key']}{load}): {LABELS[run['outcome']]}, {run['ok']}/{run['total']} "
+                f"ok, {tok_s} tok/s per request"
             )
         lines.append("  status codes: " + " ".join(str(c) for c in s["status_codes"]))
         return "\n".join(lines)
