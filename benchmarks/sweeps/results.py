@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Avg, Sum
+from django.db.models import Avg, IntegerField, Max, Sum
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 
 from ..history.outcomes import LABELS, outcome_of
 from ..models import Run, Sweep, SweepConfig
@@ -25,6 +27,9 @@ def config_rows(sweep: Sweep) -> list[dict[str, Any]]:
             ttft_p95=Avg("ttft_p95"),
             e2e_p95=Avg("e2e_p95"),
             wall=Avg("effective_wall_s"),
+            # the KV pool's peak over the flag set's runs (telemetry), for the sweep table's occupancy column
+            peak_cells=Max(Cast(KT("telemetry__peak__pool"), IntegerField())),
+            pool_cells=Max(Cast(KT("telemetry__pool__pool_cells"), IntegerField())),
         )
     )
     measured = {r["job__sweep_config"]: r for r in runs}
