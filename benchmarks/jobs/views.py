@@ -199,7 +199,19 @@ JOB_LIST_COLUMNS = (
     "created_at",
 )
 # The params the job page shows: read from the JSON in SQL, never the prompts.
-JOB_PAGE_PARAMS = ("requests", "repeats", "concurrency", "n_predict", "prompt_tokens")
+JOB_PAGE_PARAMS = (
+    "requests",
+    "repeats",
+    "concurrency",
+    "n_predict",
+    "prompt_tokens",
+    "arrival",
+    "rate",
+    "rates",
+    "seed",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+)
 
 
 @require_GET
@@ -212,11 +224,12 @@ def job_list(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     shown = {f"param_{key}": F(f"params__{key}") for key in JOB_PAGE_PARAMS}
+    shown["param_dataset"] = F("params__dataset__name")  # not the dataset's lengths: one per prompt
     job = get_object_or_404(
         Job.objects.select_related("server").defer("params", "server__last_probe").annotate(**shown), pk=pk
     )
-    job.params = {key: getattr(job, f"param_{key}") for key in JOB_PAGE_PARAMS}  # only what the page shows
-    runs = list(job.runs.only("pk", "key", "n_ok", "n_requests", "job_id").order_by("key"))
+    job.params = {key: getattr(job, f"param_{key}") for key in (*JOB_PAGE_PARAMS, "dataset")}  # what the page shows
+    runs = list(job.runs.only("pk", "key", "n_ok", "n_requests", "job_id").order_by("pk"))  # in the order they ran
     template = "benchmarks/job_detail.html#progress" if request.htmx else "benchmarks/job_detail.html"
     context = {"job": job, "runs": runs, "may_cancel": job.may_cancel(request.user)}
     return render(request, template, context)

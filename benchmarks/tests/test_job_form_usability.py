@@ -54,6 +54,14 @@ def test_the_form_shows_the_chosen_prompt_source_and_the_concurrency_note_as_you
         expect(page.locator("#concurrency-note")).to_have_text(NOTE)
         page.get_by_label("Requests").fill("4")
         expect(page.locator("#concurrency-note")).to_have_text("")
+        rate, rates = page.locator("#id_rate"), page.locator("#id_rates")
+        expect(rate).to_be_hidden()  # fixed concurrency: no rate to give
+        expect(rates).to_be_hidden()
+        page.select_option("select[name=arrival]", "poisson")
+        expect(rate).to_be_visible()
+        expect(rates).to_be_visible()
+        page.select_option("select[name=arrival]", "")
+        expect(rate).to_be_hidden()
 
     tab.do(use_the_form)
     tab.screenshot("job-form")

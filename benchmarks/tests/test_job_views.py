@@ -175,3 +175,23 @@ def test_the_job_page_polls_until_the_job_ends(client, server):
     assert partial.strip().startswith('<section id="progress"') and "hx-trigger" not in partial
     assert "the server is not reachable: refused" in partial
     assert client.get(reverse("job-detail", args=[999])).status_code == 404
+
+
+def test_the_job_page_says_how_requests_arrived_and_the_goodput_objectives(client, server):
+    lengths = [100_003 + i for i in range(500)]  # a dataset's measured lengths: kept, not sent to the page
+    params = {"requests": 40, "repeats": 2, "concurrency": 4, "n_predict": 64, "arrival": "poisson"}
+    params |= {"rates": [0.5, 2.0], "seed": 7, "slo_ttft_ms": 250.0, "slo_tpot_ms": 40.5}
+    params |= {"dataset": {"name": "chat.jsonl", "n": 40, "seed": 7, "lengths": lengths}}
+    job = Job.objects.create(server=server, params=params, n_total=160)
+    from benchmarks.models import Run
+
+    for key in ("rate2.0", "rate0.5"):  # stored in the order they ran; the page keeps it
+        Run.objects.create(key=f"job-{job.pk}-{key}", model="m.gguf", job=job)
+
+    page = client.get(reverse("job-detail", args=[job.pk])).content.decode()
+    text = re.sub(r"\s+", " ", page)
+    assert "prompts sampled from <code>chat.jsonl</code>" in text
+    assert "Poisson arrivals at 0.5, 2.0 req/s (one run per rate), seed 7, concurrency as the cap" in text
+    assert "goodput objectives TTFT ≤ 250.0 ms TPOT ≤ 40.5 ms" in text
+    assert "100003" not in page and "100,003" not in page
+    assert page.index(f"job-{job.pk}-rate2.0") < page.index(f"job-{job.pk}-rate0.5")

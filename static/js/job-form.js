@@ -1,5 +1,5 @@
-// The job form: show only the chosen prompt source's input, and say when fewer requests
-// than the concurrency are asked for. Without JavaScript every input shows and the server
+// The job form: show only the chosen prompt source's input, the request rate fields only
+// when a request rate is chosen, and say when fewer requests than the concurrency are asked for. Without JavaScript every input shows and the server
 // says the same after a submit.
 (function () {
   "use strict";
@@ -22,6 +22,16 @@
         ? "Only " + r + " request" + (r === 1 ? "" : "s") + " per repeat: at most " + r +
           " in flight at once, so a concurrency of " + c + " is never reached."
         : "";
+    }
+    var arrival = form.querySelector("select[name=arrival]");
+    function showRate() {
+      form.querySelectorAll("[data-needs-arrival]").forEach(function (p) {
+        p.hidden = !arrival.value;
+      });
+    }
+    if (arrival) {
+      arrival.addEventListener("change", showRate);
+      showRate();
     }
     source.addEventListener("change", showSource);
     if (requests && concurrency && note) {
