@@ -99,7 +99,12 @@ def summarize(
     output_tokens_total = sum(outputs) if ok_rows and None not in outputs else None
     throughput = output_tokens_total / wall if output_tokens_total is not None and wall else None
     e2es = sorted(r[ELAPSED_S] for r in ok_rows if r[ELAPSED_S] is not None)
-    tpots = sorted(t for r in ok_rows if (t := tpot(r[ELAPSED_S], r[TTFT_S], r[OUTPUT_TOKENS])) is not None)
+    # TPOT needs a TTFT: a run whose requests report none (a lab file's) has no TPOT to compute
+    tpots = (
+        sorted(t for r in ok_rows if (t := tpot(r[ELAPSED_S], r[TTFT_S], r[OUTPUT_TOKENS])) is not None)
+        if ttfts
+        else []
+    )
     ordered_gaps = sorted(gaps)
     return RunSummary(
         started_at=min(started) if started else None,

@@ -71,6 +71,15 @@ def test_a_utf8_bom_on_the_first_line_is_accepted():
         b'{"n": 12345678901234567890123}',
         b'{"o": {"a": 1}, "o": {"b": 2}}',
         b'{"s": "\\u003a", "s": 1}',
+        b'{"a":1,"a":2}',
+        b'{"a":1,"a" :2}',
+        b'{"a":1,"a"\t:2}',
+        b'{"a":":","a":2}',
+        b'{"a":":x","b":2}',
+        b'{"a":" x","a":1}',
+        b'{"x":{"a":1,"a":2}}',
+        b'{"x":{"a":1},"y":2}',
+        b'{":a":1,":a":2}',
     ],
 )
 def test_the_fast_path_never_hides_a_duplicate_key_or_changes_a_value(raw):
@@ -82,7 +91,34 @@ def test_the_fast_path_never_hides_a_duplicate_key_or_changes_a_value(raw):
         with pytest.raises(RecordError, match="duplicate key"):
             decode_line(raw)
         return
-    assert decode_line(raw) == expected and type(decode_line(raw)["n"]) is int
+    assert decode_line(raw) == expected
+    assert "n" not in expected or type(decode_line(raw)["n"]) is int
+
+
+def test_random_flat_lines_with_and_without_duplicate_keys_decode_as_the_strict_parser_reads_them():
+    import json
+    import random
+
+    rng = random.Random(16)
+    pieces = ["a", "b", ":", " ", "\t", ",", "{", "}", "x:y", ":a"]
+    for _ in range(3_000):
+        keys = ["".join(rng.choices(pieces[:3] + pieces[8:], k=rng.randint(1, 3))) for _ in range(rng.randint(1, 5))]
+        if rng.random() < 0.5:
+            keys.append(rng.choice(keys))  # a duplicate
+        values = [rng.choice([1, "s", ":", " v", "a:b", None, True, 2.5, {"k": 1}]) for _ in keys]
+        gap = rng.choice(["", " ", "\t"])
+        body = ",".join(
+            f"{json.dumps(k)}{gap if rng.random() < 0.2 else ''}:{json.dumps(v)}"
+            for k, v in zip(keys, values, strict=True)
+        )
+        raw = ("{" + body + "}").encode()
+        try:
+            expected = json.loads(raw, object_pairs_hook=_strict_pairs)
+        except ValueError:
+            with pytest.raises(RecordError, match="duplicate key"):
+                decode_line(raw)
+            continue
+        assert decode_line(raw) == expected, raw
 
 
 def _strict_pairs(pairs):
