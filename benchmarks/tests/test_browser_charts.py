@@ -390,10 +390,10 @@ def test_compare_draws_empty_and_failed_data_as_such(tab: Tab, demo: dict[str, R
     tab.wait_for_plot("#compare-figure-plot")
     plot = "#compare-figure-plot"
 
-    # The demo recorded no throughput, TTFT or E2E latency: three panels say so, with no axes of 0-4.
+    # The demo recorded no throughput, TTFT, E2E latency or ITL: four panels say so, with no axes of 0-4.
     notes = tab.annotations(plot)
-    assert notes.count("not recorded") == 3, notes
-    for axis in ("y3", "y4", "y5", "x3", "x4", "x5"):
+    assert notes.count("not recorded") == 4, notes
+    for axis in ("y3", "y4", "y5", "y6", "x3", "x4", "x5", "x6"):
         assert tab.tick_labels(plot, axis) == [], f"the empty panel's {axis} axis has ticks"
     assert tab.tick_labels(plot, "y2"), "decode tok/s was recorded: its axis keeps its ticks"
     # The failed run's missing bars say why; its 0 % success is a red mark with its count.
