@@ -233,7 +233,10 @@ def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
     elif case["kind"] == "compare":
         bars = [t for t in traces if t["type"] == "bar"]
         boxes = [t for t in traces if t["type"] == "box"]
-        assert len(bars) == 5 and all(len(t["y"]) == 12 for t in bars), f"{name}: not 5 panels of 12 bars"
+        from benchmarks.charts.figures import COMPARE_METRICS
+
+        panels = len(COMPARE_METRICS)
+        assert len(bars) == panels and all(len(t["y"]) == 12 for t in bars), f"{name}: not {panels} panels of 12 bars"
         assert len(boxes) == 12, f"{name}: {len(boxes)} strips, expected 12"
         points = sum(len(t["y"]) for t in boxes)
     else:

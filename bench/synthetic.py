@@ -222,6 +222,9 @@ class Lab:
             request_rate=None,
             server_flags="",
             server_log="",
+            # issue 16: the lab's runs ran at fixed concurrency; no series was sampled for them
+            arrival="",
+            telemetry=None,
         )
         return LabRun(run, requests)
 
