@@ -203,6 +203,7 @@ class _Wave:
     t0: float = 0.0  # perf_counter at the wave's first send: the series' and at_error's origin
     tokens_done: int = 0  # output tokens of the finished requests (loop thread)
     waited_for_cap: int = 0  # rate mode: arrivals that found the concurrency cap full (loop thread)
+    wall_s: float | None = None  # the wave's wall time, first send to last outcome (loop thread)
     _loop: asyncio.AbstractEventLoop | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -320,6 +321,11 @@ def _run_wave(
                 cancelled = True
                 wave.cancel()
     thread.join(timeout=30)
+    if wave.wall_s is not None:
+        # The run's wall time is the wave's, not the longest request's: with more requests than
+        # the concurrency, requests run one after another and the throughput is tokens / this.
+        run.wall_s = wave.wall_s
+        run.save(update_fields=["wall_s"])
     if "arrival" in run.server_props:  # rate mode: how many arrivals the concurrency cap held back
         run.server_props["arrival"]["waited_for_cap"] = wave.waited_for_cap
         run.save(update_fields=["server_props"])
@@ -412,6 +418,7 @@ async def _drive(
         sampler = _start_sampler(target, api_key, wave, stop_sampling)
         try:
             await asyncio.gather(*tasks, return_exceptions=True)
+            wave.wall_s = time.perf_counter() - wave.t0
         finally:
             stop_sampling.set()
             if sampler is not None:

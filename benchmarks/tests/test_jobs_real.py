@@ -201,6 +201,30 @@ def test_per_slot_kv_succeeds_and_client_tok_s_matches_the_server(llama_server_b
     assert run.throughput_tok_s and run.throughput_tok_s > 0
 
 
+def test_a_run_of_more_requests_than_its_concurrency_has_the_waves_wall_time(llama_server_binary, tiny_models, worker):
+    # 6 requests, at most 2 in flight: they run in turn, so the run's wall time is the wave's, at
+    # least the requests' summed elapsed time over 2, never the longest request's alone (which made
+    # the throughput about 3 times too high), and the throughput is the output tokens over it.
+    flags = ["-c", "2048", "-np", "2", "--no-kv-unified"]
+    with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
+        job = wait_for(
+            submit(
+                register(url, "llama-server " + " ".join(flags)),
+                prompt_tokens=50,
+                n_predict=64,
+                requests=6,
+                concurrency=2,
+            )
+        )
+    assert job.state == "succeeded", job.error
+    run = job.runs.get()
+    elapsed = list(run.requests.values_list("elapsed_s", flat=True))
+    assert run.n_ok == 6 and run.wall_s is not None
+    assert run.wall_s >= sum(elapsed) / 2 > max(elapsed)
+    assert run.effective_wall_s == run.wall_s
+    assert run.throughput_tok_s == pytest.approx(run.output_tokens_total / run.wall_s)
+
+
 def test_a_prompt_longer_than_its_slot_gets_a_400_for_that_request_alone(llama_server_binary, tiny_models, worker):
     flags = ["-c", "2048", "-np", "3", "--no-kv-unified"]
     with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
