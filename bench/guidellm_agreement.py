@@ -3,8 +3,10 @@
 What is measured
 ----------------
 A real llama-server (the build kvlab's tests use) serves a tiny generated model on
-127.0.0.1 with per-slot KV (``-np C --no-kv-unified``) and ``-t 1``, so the server
-keeps to one core and the clients have the other. Against it, alternating on the same
+127.0.0.1 with per-slot KV (``-np C --no-kv-unified``), ``-t 1`` (the server keeps to
+one core, the clients have the other) and ``--no-cache-prompt`` (GuideLLM's synthetic
+prompts repeat from round to round, and a cached prompt's TTFT is a tenth of a fresh
+one's; kvlab's jobs send ``cache_prompt: false``). Against it, alternating on the same
 server (kvlab, GuideLLM, kvlab, GuideLLM, kvlab by default):
 
 * kvlab: a benchmark job (``--requests`` requests, ``--concurrency`` in flight, a
@@ -237,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         write_llama(model)
         tokenizer = tokenizer_for(model, args.venv, work / "tokenizer")
         port = free_port()
+        # --no-cache-prompt: GuideLLM's synthetic prompts repeat from round to round (its seed), and a
+        # cached prompt's TTFT is a tenth of a fresh one's; kvlab's jobs send cache_prompt false.
         flags = ["-np", str(args.concurrency), "--no-kv-unified", "-c", str(args.concurrency * 1024), "-t", "1"]
+        flags.append("--no-cache-prompt")
         launch = " ".join(["llama-server", "-m", str(model), *flags])
         server = start_server(binary, model, port, flags, work / "server.log")
         base_url = f"http://127.0.0.1:{port}"
