@@ -47,6 +47,7 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/import_memory.py
 	$(BIN)/python bench/run_list_speed.py
 	$(BIN)/python bench/chart_speed.py
+	$(BIN)/python bench/compression.py
 	$(BIN)/python bench/client_speed.py --server-bench "$$(bench/fetch-server-bench.sh)"
 	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/python bench/telemetry_overhead.py
 	$(BIN)/python bench/load_test.py

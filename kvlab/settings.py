@@ -85,7 +85,11 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",  # static files: answers before anything below runs
+    # gzip for every page, download and stream when the client asks (Accept-Encoding), with Django's
+    # BREACH mitigation (up to 100 random bytes a response); above whatever reads or writes bodies.
+    # Static files skip it: collectstatic's .gz/.br copies (production) or as they are (finders).
+    "django.middleware.gzip.GZipMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

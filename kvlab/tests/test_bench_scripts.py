@@ -72,6 +72,26 @@ def test_run_list_speed_measures_every_page_with_its_rows(tmp_path: Path) -> Non
     assert {c["expected_rows"] for c in cases if c["case"] == "default"} == {50, 200}
 
 
+def test_compression_fetches_every_case_each_way_and_prints_the_ratios(tmp_path: Path) -> None:
+    stdout = smoke("compression.py", tmp_path)
+
+    assert "Compression with 1,000 runs, 2 timed requests per case" in stdout
+    measured = results(tmp_path, "compression")
+    cases = {c["case"]: c for c in measured["cases"]}
+    assert "timeline ?format=json" in cases and "run export.jsonl" in cases and "plotly.min.js" in cases
+    assert cases["run export.jsonl"]["streaming"] and cases["run export.jsonl"]["gzip_served"]
+    assert all(c["gzip_bytes"] < c["plain_bytes"] for c in cases.values() if c["gzip_served"])
+    assert all(
+        c["br_only_bytes"] == c["plain_bytes"] for c in cases.values() if not c["content_type"].startswith("text/html")
+    )
+    assert not any(c["gzip_served"] for name, c in cases.items() if name.startswith("static"))
+    assert all(c["plain_median_ms"] > 0 and c["gzip_median_ms"] > 0 for c in cases.values())
+    assert [r["case"] for r in measured["static_production"]] == [
+        "static (production) css/kvlab.css",
+        "static (production) js/charts.js",
+    ]
+
+
 BOUNDED_PAGES = [
     "run list",
     "run list, 1 model",
