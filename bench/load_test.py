@@ -5,8 +5,9 @@ What is measured
 For each engine in turn:
 
 * SQLite: a fresh database file in a scratch KVLAB_VAR_DIR (kvlab's WAL settings).
-* PostgreSQL: a scratch database (``kvlab_load``) created through the role that
-  ``scripts/ensure-postgres.sh`` prints the DATABASE_URL of, dropped at the end.
+* PostgreSQL: a scratch database (``--pg-database``, default ``kvlab_load``) created
+  through the role that ``scripts/ensure-postgres.sh`` prints the DATABASE_URL of,
+  dropped at the end.
 
 a child process migrates it and fills it with bench/synthetic.py's lab, the data
 chart_speed.py measures (``--runs``, default 20,000, with 10 requests each: 200,000),
@@ -17,8 +18,11 @@ load; SQLite has no autoanalyze and kvlab never runs ANALYZE, so SQLite gets non
 Then ``gunicorn -c deploy/gunicorn.conf.py kvlab.wsgi`` starts on a free loopback
 port with the production config as it is (gthread, 2 threads per worker, access log
 on), ``--workers`` (default 2) workers, KVLAB_ALLOWED_HOSTS=127.0.0.1, and the same
-scratch database. Once both workers are up, a load generator in a separate process
-(aiohttp, one event loop) runs ``--users`` (default 16) simulated users, each with
+scratch database; on PostgreSQL once per ``--pg-pool`` setting (default ``off,on``:
+KVLAB_DB_POOL=0, a new connection per request as before issue 17, then kvlab's
+connection pool), all on the one fill. For each of ``--users`` (default ``16,64``), once
+both workers are up, a load generator in a separate process (aiohttp, one event loop)
+runs that many simulated users, each with
 its own keep-alive connection, closed loop and no think time, browsing this mix over
 and over (each user starts at a random point of it):
 
@@ -45,21 +49,23 @@ last finish), p50/p95/p99 latency (nearest rank; request sent to body read) per 
 kind and overall, errors, and CPU over the timed window as % of one core (the
 machine has ``os.cpu_count()`` cores): gunicorn (master and workers, /proc), the
 load generator (its own process time), PostgreSQL (every ``postgres`` process plus
-the backends that exited, from the postmaster's children times; Django opens one
-connection per request, CONN_MAX_AGE 0), the whole machine (/proc/stat), and the
+the backends that exited, from the postmaster's children times: without the pool
+Django opens one connection per request), the whole machine (/proc/stat), and the
 rest of it: other processes (a warning is printed when they used over 20 % of a core:
 the figures are then not comparable).
-A side-by-side table (with the PostgreSQL/SQLite ratio) is printed and everything
-is written to bench/out/load_test.json. gunicorn is stopped with SIGTERM (graceful)
+A side-by-side table per user count (with the pooled PostgreSQL/SQLite ratio) and a
+summary (requests/s and p95 of every setup at every user count) are printed, and
+everything is written to bench/out/load_test.json (``engines``: the first user count;
+``by_users``: all of them). gunicorn is stopped with SIGTERM (graceful)
 and must exit 0; scratch directories and the scratch database are removed.
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/load_test.py [--runs N] [--users N] [--duration S] [--engines sqlite,postgres]
-        [--smoke] [--out DIR]
+    .venv/bin/python bench/load_test.py [--runs N] [--users 16,64] [--duration S] [--engines sqlite,postgres]
+        [--pg-pool off,on] [--pg-database NAME] [--smoke] [--out DIR]
 
 ``--smoke`` fills 500 runs and runs 2 users for 1 s after a 0.5 s warm-up, on SQLite,
-and on PostgreSQL too when DATABASE_URL names one (as ``make test-postgres`` sets it;
+and on PostgreSQL (pooled only) too when DATABASE_URL names one (as ``make test-postgres`` sets it;
 its role must be allowed to create databases); every check is still made, the
 results go to bench/out/smoke/. ``make test`` runs it so the script cannot rot.
 """
@@ -90,6 +96,9 @@ from common import ROOT
 GUNICORN_CONF = ROOT / "deploy" / "gunicorn.conf.py"
 PG_DATABASE = "kvlab_load"
 ENGINES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+# What a run measures: SQLite, and PostgreSQL with kvlab's connection pool on and off (--pg-pool).
+SETUPS = {"sqlite": "SQLite", "postgres-nopool": "PostgreSQL, no pool", "postgres": "PostgreSQL"}
+POOL_SETUPS = {"0": "postgres-nopool", "1": "postgres"}
 KINDS = ["home", "run list", "run page", "timeline", "compare 3"]
 BROWSE = ["home", "run list", "run page", "run list", "run page", "timeline", "compare 3"]
 MAX_REQUESTS = 200_000  # per phase, over all users: a bound, far above what 20 s can serve
@@ -371,22 +380,22 @@ def pg_admin(url: str, *statements: Any) -> None:
             conn.execute(statement)
 
 
-def create_pg_database(url: str) -> str:
+def create_pg_database(url: str, database: str) -> str:
     from psycopg import sql
 
-    name = sql.Identifier(PG_DATABASE)
+    name = sql.Identifier(database)
     pg_admin(
         url,
         sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name),
         sql.SQL("CREATE DATABASE {}").format(name),
     )
-    return with_database(url, PG_DATABASE)
+    return with_database(url, database)
 
 
-def drop_pg_database(url: str) -> None:
+def drop_pg_database(url: str, database: str) -> None:
     from psycopg import sql
 
-    pg_admin(url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(PG_DATABASE)))
+    pg_admin(url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
 
 
 def children(pid: int) -> list[int]:
@@ -422,15 +431,73 @@ def access_statuses(log: Path) -> dict[str, int]:
     return counts
 
 
-def run_engine(engine: str, args: argparse.Namespace, tmp: Path, pg_url: str | None) -> dict[str, Any]:
+def serve(
+    label: str, env: dict[str, str], args: argparse.Namespace, users: int, plan_path: Path, log: Path
+) -> dict[str, Any]:
+    """gunicorn on a filled database, the load generator against it for `users` users, gunicorn stopped."""
+    proc, base = start_gunicorn(env, args.workers, log)
+    stopped = None
+    try:
+        result_path = log.with_suffix(".json")
+        print(f"[{label}] {base}: {users} users, {args.warmup:g} s warm-up + {args.duration:g} s timed", flush=True)
+        subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--role",
+                "load",
+                "--base",
+                base,
+                "--plan",
+                str(plan_path),
+                "--users",
+                str(users),
+                "--warmup",
+                str(args.warmup),
+                "--duration",
+                str(args.duration),
+                "--gunicorn-pid",
+                str(proc.pid),
+                "--result",
+                str(result_path),
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            timeout=args.warmup + args.duration + 2 * REQUEST_TIMEOUT_S + 60,
+        )
+        result = json.loads(result_path.read_text())
+    finally:
+        stopped = common.stop(proc, timeout_s=35)  # SIGTERM: gunicorn's graceful stop
+    statuses = access_statuses(log)
+    print(
+        f"[{label}] {result['requests_per_s']} requests/s, {result['errors']} errors; gunicorn stopped with {stopped}",
+        flush=True,
+    )
+    return {
+        **result,
+        "gunicorn_exit": stopped,
+        "access_log_statuses": statuses,
+        "access_log_non_200": sum(n for status, n in statuses.items() if status != "200"),
+    }
+
+
+def run_engine(
+    engine: str, args: argparse.Namespace, tmp: Path, pg_url: str | None, users_list: list[int], pools: list[str]
+) -> dict[int, dict[str, Any]]:
+    """Fill one engine's database once, then serve it to each user count (and, on PostgreSQL, pool setting).
+
+    Returns {users: {setup: result}}; the setups are "sqlite", "postgres" (kvlab's settings: pooled)
+    and "postgres-nopool" (KVLAB_DB_POOL=0: a new connection per request, kvlab before its pool).
+    """
     var_dir = tmp / engine
     var_dir.mkdir()
     env = common.scratch_env(var_dir, allowed_hosts="127.0.0.1")
-    for name in ("KVLAB_DEBUG", "KVLAB_PRODUCTION", "KVLAB_BIND", "KVLAB_WEB_WORKERS"):
+    for name in ("KVLAB_DEBUG", "KVLAB_PRODUCTION", "KVLAB_BIND", "KVLAB_WEB_WORKERS", "KVLAB_DB_POOL"):
         env.pop(name, None)  # the settings under test are the defaults (no SSL redirect on loopback)
     if engine == "postgres":
         assert pg_url
-        env["DATABASE_URL"] = create_pg_database(pg_url)
+        env["DATABASE_URL"] = create_pg_database(pg_url, args.pg_database)
     try:
         plan_path = var_dir / "plan.json"
         print(f"[{ENGINES[engine]}] migrating and filling {args.runs:,} runs ...", flush=True)
@@ -447,67 +514,26 @@ def run_engine(engine: str, args: argparse.Namespace, tmp: Path, pg_url: str | N
             f"({plan['db_bytes'] / 2**20:.0f} MiB); starting gunicorn",
             flush=True,
         )
-        log = var_dir / "gunicorn.log"
-        proc, base = start_gunicorn(env, args.workers, log)
-        stopped = None
-        try:
-            result_path = var_dir / "load.json"
-            print(
-                f"[{ENGINES[engine]}] {base}: {args.users} users, {args.warmup:g} s warm-up + "
-                f"{args.duration:g} s timed",
-                flush=True,
-            )
-            subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--role",
-                    "load",
-                    "--base",
-                    base,
-                    "--plan",
-                    str(plan_path),
-                    "--users",
-                    str(args.users),
-                    "--warmup",
-                    str(args.warmup),
-                    "--duration",
-                    str(args.duration),
-                    "--gunicorn-pid",
-                    str(proc.pid),
-                    "--result",
-                    str(result_path),
-                ],
-                cwd=ROOT,
-                env=env,
-                check=True,
-                timeout=args.warmup + args.duration + 2 * REQUEST_TIMEOUT_S + 60,
-            )
-            result = json.loads(result_path.read_text())
-        finally:
-            stopped = common.stop(proc, timeout_s=35)  # SIGTERM: gunicorn's graceful stop
-        statuses = access_statuses(log)
-        print(
-            f"[{ENGINES[engine]}] {result['requests_per_s']} requests/s, {result['errors']} errors; "
-            f"gunicorn stopped with {stopped}",
-            flush=True,
-        )
+        setups = {"sqlite": {}} if engine == "sqlite" else {POOL_SETUPS[p]: {"KVLAB_DB_POOL": p} for p in pools}
+        measured: dict[int, dict[str, Any]] = {}
+        for users in users_list:
+            for setup, extra in setups.items():
+                log = var_dir / f"gunicorn-{setup}-{users}.log"
+                result = serve(SETUPS[setup], {**env, **extra}, args, users, plan_path, log)
+                measured.setdefault(users, {})[setup] = {
+                    **result,
+                    "engine": SETUPS[setup],
+                    "engine_version": plan["engine_version"],
+                    "runs": plan["runs"],
+                    "request_rows": plan["requests"],
+                    "fill_s": plan["fill_s"],
+                    "db_bytes": plan["db_bytes"],
+                }
     finally:
         if engine == "postgres":
             assert pg_url
-            drop_pg_database(pg_url)
-    return {
-        **result,
-        "engine": ENGINES[engine],
-        "engine_version": plan["engine_version"],
-        "runs": plan["runs"],
-        "request_rows": plan["requests"],
-        "fill_s": plan["fill_s"],
-        "db_bytes": plan["db_bytes"],
-        "gunicorn_exit": stopped,
-        "access_log_statuses": statuses,
-        "access_log_non_200": sum(n for status, n in statuses.items() if status != "200"),
-    }
+            drop_pg_database(pg_url, args.pg_database)
+    return measured
 
 
 def ratio(a: float | None, b: float | None) -> str:
@@ -518,6 +544,7 @@ def print_table(results: dict[str, Any]) -> None:
     engines = results["engines"]
     names = list(engines)
     cfg = results["config"]
+    pair = ["sqlite", "postgres"] if {"sqlite", "postgres"} <= set(names) else None
     print(
         f"\nLoad test: {cfg['runs']:,} runs / {cfg['runs'] * 10:,} requests stored; gunicorn {cfg['gunicorn']} "
         f"{cfg['workers']} workers x {cfg['threads']} threads; {cfg['users']} users, closed loop, "
@@ -525,10 +552,10 @@ def print_table(results: dict[str, Any]) -> None:
     )
     cols = f"{'requests':>8} {'p50 ms':>7} {'p95 ms':>7} {'p99 ms':>7}"
     head = f"{'page':<10} " + "   ".join(f"{cols}" for _ in names)
-    if len(names) == 2:
+    if pair:
         head += f"   {'p50':>5} {'p95':>5} {'p99':>5}"
     title = f"{'':<10} " + "   ".join(f"{engines[n]['engine'] + ' ' + engines[n]['engine_version']:^31}" for n in names)
-    if len(names) == 2:
+    if pair:
         title += f"   {'PG/SQLite':^17}"
     print(title)
     common.print_header(head)
@@ -543,8 +570,8 @@ def print_table(results: dict[str, Any]) -> None:
                 else f"{'—':>31}"
             )
         line += "   ".join(cells)
-        if len(names) == 2:
-            a, b = (engines[n]["latency"].get(kind) or {} for n in names)
+        if pair:
+            a, b = (engines[n]["latency"].get(kind) or {} for n in pair)
             line += "   " + " ".join(f"{ratio(a.get(p), b.get(p)):>5}" for p in ("p50_ms", "p95_ms", "p99_ms"))
         print(line)
     print()
@@ -561,33 +588,57 @@ def print_table(results: dict[str, Any]) -> None:
         ("database MiB", lambda e: e["db_bytes"] / 2**20, "{:.0f}"),
         ("fill s", lambda e: e["fill_s"], "{:.1f}"),
     ]
-    head = f"{'':<22} " + " ".join(f"{engines[n]['engine']:>12}" for n in names)
-    if len(names) == 2:
+    head = f"{'':<22} " + " ".join(f"{engines[n]['engine'][:20]:>20}" for n in names)
+    if pair:
         head += f" {'PG/SQLite':>10}"
     common.print_header(head)
     for label, get, fmt in rows:
         values = [get(engines[n]) for n in names]
-        line = f"{label:<22} " + " ".join(f"{fmt.format(v):>12}" for v in values)
-        if len(names) == 2:
-            line += f" {ratio(values[0], values[1]) if label != 'errors (non-200/bad)' else '':>10}"
+        line = f"{label:<22} " + " ".join(f"{fmt.format(v):>20}" for v in values)
+        if pair:
+            a, b = (get(engines[n]) for n in pair)
+            line += f" {ratio(a, b) if label != 'errors (non-200/bad)' else '':>10}"
         print(line)
     busy = [e["engine"] for e in engines.values() if e["cpu_pct_of_a_core"]["other processes"] > 20]
     if busy:
         print(f"WARNING: other processes used over 20% of a core during {' and '.join(busy)}: compare with care")
     print(
         f"(CPU: % of one core over the timed window, {cfg['cpus']} cores in all; PostgreSQL includes the backends"
-        " that exited, as Django opens one connection per request; other: whatever else ran on the machine)"
+        " that exited (without the pool Django opens one connection per request); other: whatever else ran)"
     )
+
+
+def print_summary(by_users: dict[str, dict[str, Any]]) -> None:
+    """requests/s and p95 of every setup at every user count, side by side, against SQLite."""
+    setups = list(next(iter(by_users.values())))
+    print("\nSummary: requests/s and p95 ms over all pages (x: requests/s against SQLite's at the same users)")
+    head = f"{'users':>5}  " + "  ".join(f"{SETUPS[n]:>30}" for n in setups)
+    common.print_header(head)
+    for users, engines in by_users.items():
+        cells = []
+        for n in setups:
+            e = engines[n]
+            base = engines.get("sqlite", {}).get("requests_per_s")
+            versus = f" {ratio(base, e['requests_per_s'])}x" if base and n != "sqlite" else ""
+            cell = f"{e['requests_per_s']:,.1f}/s p95 {e['latency']['all']['p95_ms']:,.0f} ms{versus}"
+            cells.append(f"{cell:>30}")
+        print(f"{users:>5}  " + "  ".join(cells))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=20_000, help="runs in each database (10 requests each)")
-    parser.add_argument("--users", type=int, default=16, help="concurrent simulated users")
+    parser.add_argument("--users", default="16,64", help="concurrent simulated users: comma-separated counts")
     parser.add_argument("--duration", type=float, default=20.0, help="timed seconds per engine")
     parser.add_argument("--warmup", type=float, default=3.0, help="untimed seconds before (0: none)")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (KVLAB_WEB_WORKERS)")
     parser.add_argument("--engines", default="sqlite,postgres", help="comma-separated: sqlite, postgres")
+    parser.add_argument(
+        "--pg-pool",
+        default="off,on",
+        help="PostgreSQL with kvlab's connection pool off (KVLAB_DB_POOL=0) and/or on (the settings' default)",
+    )
+    parser.add_argument("--pg-database", default=PG_DATABASE, help="the scratch PostgreSQL database (dropped after)")
     parser.add_argument("--pg-url", help="DATABASE_URL of a role that may create databases (default: ensure-postgres)")
     # The child processes: the fill (Django on one engine) and the load generator.
     hidden = argparse.SUPPRESS
@@ -601,7 +652,8 @@ def main(argv: list[str] | None = None) -> int:
         argv,
         smoke={
             "runs": 500,
-            "users": 2,
+            "users": "2",
+            "pg_pool": "on",
             "duration": 1.0,
             "warmup": 0.5,
             "engines": "sqlite,postgres" if os.environ.get("DATABASE_URL") else "sqlite",
@@ -611,27 +663,42 @@ def main(argv: list[str] | None = None) -> int:
     if args.role == "fill":
         return fill(args.runs, args.plan)
     if args.role == "load":
-        return load(args.base, args.plan, args.users, args.warmup, args.duration, args.gunicorn_pid, args.result)
+        return load(args.base, args.plan, int(args.users), args.warmup, args.duration, args.gunicorn_pid, args.result)
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     if not engines or any(e not in ENGINES for e in engines) or len(set(engines)) != len(engines):
         parser.error(f"--engines: a comma-separated subset of {', '.join(ENGINES)}")
-    if args.runs < 100 or args.users < 1 or args.duration <= 0 or args.warmup < 0 or args.workers < 1:
-        parser.error("--runs must be 100 or more; --users, --duration and --workers positive; --warmup not negative")
+    try:
+        users_list = [int(u) for u in args.users.split(",") if u.strip()]
+    except ValueError:
+        parser.error("--users: comma-separated counts, such as 16,64")
+    pools = [{"off": "0", "on": "1"}.get(p.strip(), "?") for p in args.pg_pool.split(",") if p.strip()]
+    if not pools or "?" in pools or len(set(pools)) != len(pools):
+        parser.error("--pg-pool: off, on or off,on")
+    if not users_list or min(users_list) < 1:
+        parser.error("--users: positive counts")
+    if args.runs < 100 or args.duration <= 0 or args.warmup < 0 or args.workers < 1:
+        parser.error("--runs must be 100 or more; --duration and --workers positive; --warmup not negative")
     os.environ["KVLAB_WEB_WORKERS"] = str(args.workers)
     conf = runpy.run_path(str(GUNICORN_CONF))  # what gunicorn will read: report it, check the worker count
     assert conf["workers"] == args.workers, conf["workers"]
     pg_url = postgres_url(args.pg_url) if "postgres" in engines else None
 
-    measured = {}
+    by_users: dict[str, dict[str, Any]] = {str(u): {} for u in users_list}
     with tempfile.TemporaryDirectory(prefix="kvlab-load-test-") as tmp:
         for engine in engines:
-            measured[engine] = run_engine(engine, args, Path(tmp), pg_url)
+            for users, setups in run_engine(engine, args, Path(tmp), pg_url, users_list, pools).items():
+                by_users[str(users)].update(setups)
+    order = list(SETUPS)
+    by_users = {u: {n: setups[n] for n in order if n in setups} for u, setups in by_users.items()}
+    measured = by_users[str(users_list[0])]  # "engines": the first user count, as before --users took a list
 
     results = {
         "config": {
             "runs": args.runs,
-            "users": args.users,
+            "users": users_list[0],
+            "user_counts": users_list,
+            "pg_pool": args.pg_pool,
             "duration_s": args.duration,
             "warmup_s": args.warmup,
             "workers": conf["workers"],
@@ -641,12 +708,16 @@ def main(argv: list[str] | None = None) -> int:
             **common.machine(),
         },
         "engines": measured,
+        "by_users": by_users,
     }
-    print_table(results)
+    for users, setups in by_users.items():
+        print_table({"config": {**results["config"], "users": int(users)}, "engines": setups})
+    print_summary(by_users)
     common.write_results(args.out, "load_test", results)
+    everything = [(users, e) for users, setups in by_users.items() for e in setups.values()]
     failures = [
-        f"{e['engine']}: {problem}"
-        for e in measured.values()
+        f"{e['engine']} at {users} users: {problem}"
+        for users, e in everything
         for problem in (
             f"{e['errors']} errors" if e["errors"] else "",
             f"{e['warmup_error_count']} errors in the warm-up" if e["warmup_error_count"] else "",
@@ -657,9 +728,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         if problem
     ]
-    for e in measured.values():
+    for users, e in everything:
         for sample in e["error_samples"][:5] + e["warmup_errors"][:5]:
-            print(f"  {e['engine']} error: {sample}")
+            print(f"  {e['engine']} at {users} users error: {sample}")
     if failures:
         print("FAILED: " + "; ".join(failures))
         return 1
