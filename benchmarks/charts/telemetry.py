@@ -373,7 +373,10 @@ def sources_text(telemetry: Mapping[str, Any]) -> str:
     samples = _number(telemetry.get("samples"))
     n = int(samples) if samples is not None and samples >= points else points
     every = f" every {period:g} s" if period else ""
-    parts = [f"{SOURCE_NAMES.get(str(k), str(k))}: {v}" for k, v in sources.items() if v not in (None, "")]
+    # In SOURCE_NAMES' order, then any other: PostgreSQL's jsonb does not keep an object's key order.
+    order = {name: i for i, name in enumerate(SOURCE_NAMES)}
+    ordered = sorted(sources.items(), key=lambda item: (order.get(str(item[0]), len(order)), str(item[0])))
+    parts = [f"{SOURCE_NAMES.get(str(k), str(k))}: {v}" for k, v in ordered if v not in (None, "")]
     kept = f" ({points:,} points kept, each the largest of its stretch)" if n > points else ""
     head = f"Sampled{every}, {n:,} sample{'' if n == 1 else 's'}{kept}"
     return head + (" — " + " · ".join(parts) if parts else "")
