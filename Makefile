@@ -54,6 +54,7 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/sizing_speed.py
 	$(BIN)/python bench/bounded_pages.py
 	$(BIN)/python bench/bounded_pages.py --engine postgres
+	$(BIN)/python bench/explain_plans.py
 
 # Opt-in: kvlab's TTFT/ITL/throughput against GuideLLM's on the same real llama-server
 # (installs guidellm, with torch, into its own venv under ~/.cache/kvlab on first use).

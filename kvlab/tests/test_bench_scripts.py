@@ -186,3 +186,13 @@ def test_sizing_speed_sizes_every_catalogue_model_and_reads_a_head_both_ways(tmp
     head = measured["head"]
     assert head["tensors"] == 1_000 and len(head["kvlab_ms"]) == len(head["gguf_ms"]) == 1
     assert head["ratio_median"] > 0
+
+
+def test_explain_plans_reads_the_plan_of_every_page_query(tmp_path: Path) -> None:
+    stdout = smoke("explain_plans.py", tmp_path)
+    found = results(tmp_path, "explain_plans")["pages"]
+    assert {"run list", "timeline", "regressions", "run page"} <= set(found)
+    assert all(page["queries"] >= 1 for page in found.values())
+    # the run list's page count reads every run: the check must see it (issue 17 removes it)
+    assert any("benchmarks_run" in scan["tables"] for scan in found["run list"]["scans"])
+    assert "EXPLAIN QUERY PLAN of every page query" in stdout
