@@ -31,9 +31,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
 
 
 @contextlib.contextmanager
-def live_llama_server(binary: Path, model: Path, flags: list[str]) -> Iterator[str]:
+def live_llama_server(binary: Path, model: Path, flags: list[str], log_path: Path | None = None) -> Iterator[str]:
+    """A real llama-server on a free port until the block ends; its log in log_path when given."""
     port = free_port()
-    with tempfile.TemporaryFile() as log:
+    with log_path.open("wb") if log_path is not None else tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(
             [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--no-webui", *flags],
             stdin=subprocess.DEVNULL,

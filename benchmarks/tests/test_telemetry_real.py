@@ -5,19 +5,13 @@ without --metrics still gets its slots sampled."""
 
 from __future__ import annotations
 
-import contextlib
 import re
-import subprocess
 import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from benchmarks.jobs.telemetry.summary import for_json
 from benchmarks.models import Job, Run
-from kvlab.tests.processes import free_port, stop_process
 
 from .test_jobs_real import broker, live_llama_server, register, submit, wait_for, worker  # noqa: F401  (real worker fixtures)
 
@@ -27,32 +21,6 @@ RELEASED = re.compile(r"slot\s+release: id\s+(\d+) \| task \d+ \| stop processin
 HOLD_BACK = 8  # tokens the server may hold back from the stream as incomplete UTF-8 (0-5 seen)
 
 
-@contextlib.contextmanager
-def logged_llama_server(binary: Path, model: Path, flags: list[str], log_path: Path) -> Iterator[str]:
-    """live_llama_server, with the server's log kept in a file the test reads."""
-    port = free_port()
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--no-webui", *flags],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                assert proc.poll() is None, "llama-server exited during start-up"
-                with contextlib.suppress(OSError):
-                    if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200:
-                        break
-                time.sleep(0.1)
-            else:
-                pytest.fail("llama-server did not become healthy")
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            stop_process(proc)
-
-
 @pytest.mark.usefixtures("worker")
 def test_a_shared_pool_fills_and_the_overflow_names_the_three_requests_and_their_cells(
     llama_server_binary, tiny_models, tmp_path
@@ -60,7 +28,7 @@ def test_a_shared_pool_fills_and_the_overflow_names_the_three_requests_and_their
     # 3 × (200 prompt + 600 to generate) on one 1,024-cell pool shared by 3 slots.
     flags = ["-c", "1024", "-np", "3", "--kv-unified", "--metrics"]
     log_path = tmp_path / "server.log"
-    with logged_llama_server(llama_server_binary, tiny_models["llama"], flags, log_path) as url:
+    with live_llama_server(llama_server_binary, tiny_models["llama"], flags, log_path) as url:
         server = register(url, "llama-server " + " ".join(flags))
         job = wait_for(submit(server, prompt_tokens=200, n_predict=600))
     assert job.state == "succeeded", job.error
