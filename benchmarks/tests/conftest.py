@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from django.conf import settings
 
 DEMO_PATH = Path(settings.BASE_DIR) / "data" / "demo" / "bench_results.jsonl"
@@ -56,3 +57,13 @@ def announced_host(name: str, models_dir: Path, files: tuple[str, ...] = ("m.ggu
         "announced_at": timezone.now(),
     }
     return LaunchHost.objects.create(name=name, **{**defaults, **fields})
+
+
+@pytest.fixture
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads and batches far smaller than a test's file, so what does not grow with the file is small."""
+    from benchmarks.history import importer, reader
+
+    monkeypatch.setattr("benchmarks.history.jsonl.CHUNK_BYTES", 1 << 16)
+    monkeypatch.setattr(importer, "INSERT_BATCH", 100)
+    monkeypatch.setattr(reader, "SPILL_BATCH", 100)

@@ -4,19 +4,12 @@ import io
 
 import pytest
 
-from benchmarks.history import importer, reader
+from benchmarks.history import importer
 from benchmarks.models import FileImport, RequestResult, Run
 
 from .conftest import flat, jsonl
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def small_batches(monkeypatch):
-    monkeypatch.setattr("benchmarks.history.jsonl.CHUNK_BYTES", 1 << 16)
-    monkeypatch.setattr(importer, "INSERT_BATCH", 100)
-    monkeypatch.setattr(reader, "SPILL_BATCH", 100)
 
 
 @pytest.fixture

@@ -16,14 +16,6 @@ from .conftest import flat, jsonl
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def small_batches(monkeypatch):
-    """Reads and batches far smaller than the files below, so what does not grow with the file is small."""
-    monkeypatch.setattr("benchmarks.history.jsonl.CHUNK_BYTES", 1 << 16)
-    monkeypatch.setattr(importer, "INSERT_BATCH", 100)
-    monkeypatch.setattr(reader, "SPILL_BATCH", 100)
-
-
 def import_peak_bytes(n_runs: int) -> int:
     """The most memory Python held at once while importing n_runs one-request runs."""
     stream = io.BytesIO(jsonl(*(flat(run=f"{n_runs}-{i}") for i in range(n_runs))))
