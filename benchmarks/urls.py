@@ -1,5 +1,6 @@
 from django.urls import path
 
+from .charts import regression_views
 from .charts import views as chart_views
 from .history import views
 from .jobs import views as job_views
@@ -10,7 +11,7 @@ urlpatterns = [
     path("charts/timeline/", chart_views.timeline, name="chart-timeline"),
     path("charts/compare/", chart_views.compare_chart, name="chart-compare"),
     path("charts/load/", chart_views.load_curve, name="chart-load"),
-    path("charts/regressions/", chart_views.regressions, name="chart-regressions"),
+    path("charts/regressions/", regression_views.regressions, name="chart-regressions"),
     path("vendor/plotly.min.js", chart_views.plotly_js, name="plotly-js"),
     path("runs/", views.run_list, name="run-list"),
     path("runs/values/", views.value_suggestions, name="run-values"),

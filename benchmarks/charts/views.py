@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import plotly
-from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Window
+from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, QuerySet
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, NullIf, RowNumber, TruncDate
+from django.db.models.functions import Cast, NullIf, TruncDate
 from django.http import FileResponse, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -28,9 +28,8 @@ from ..history.forms import CompareForm
 from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
 from . import figures, series
-from .forms import ChartForm, LoadCurveForm, RegressionForm
+from .forms import ChartForm, LoadCurveForm
 
-MAX_REGRESSIONS_SHOWN = 100  # the worst ones; the page says how many more there are
 MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 VALUE_FIELDS = (
@@ -122,7 +121,7 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     group_fields = figures.GROUPINGS[grouping][1]
     runs = with_success_rate(form.filter(Run.objects.all())).exclude(started_at=None)
     rows = list(
-        runs.order_by("-started_at", "-id").values(
+        runs.order_by(F("started_at").desc(nulls_last=True), "-id").values(
             *VALUE_FIELDS,
             *TOOL_FIELDS,
             *[f for f in group_fields if f not in VALUE_FIELDS and f not in TOOL_FIELDS],
@@ -248,41 +247,6 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
 
 
 @require_GET
-def regressions(request: HtmxHttpRequest) -> HttpResponse:
-    form = RegressionForm(request.GET)
-    context: dict[str, Any] = {"form": form, "page_title": "Regressions"}
-    if not form.is_valid():
-        return _render(request, "charts/regressions.html", context, status=400)
-    grouping = form.cleaned_data.get("group") or "label"
-    fields = figures.GROUPINGS[grouping][1]
-    window = form.cleaned_data.get("window") or 10
-    columns = [m.column for m in figures.METRICS.values()]
-    # Only the latest window + 1 runs of each group matter: rank them in SQL.
-    # Within each group, a run is compared only with runs of its configuration and workload.
-    partition = list(dict.fromkeys((*fields, *series.SERIES_FIELDS)))
-    ranked = with_success_rate(Run.objects.exclude(started_at=None)).annotate(
-        rank=Window(
-            RowNumber(), partition_by=[F(f) for f in partition], order_by=[F("started_at").desc(), F("id").desc()]
-        )
-    )
-    rows = list(ranked.filter(rank__lte=window + 1).values("pk", "key", "started_at", *partition, *columns))
-    rows.sort(key=lambda r: (r["started_at"], r["pk"]))
-    for row in rows:
-        row["group"] = figures.group_name(row, grouping)
-    found = figures.regressions(rows, list(figures.METRICS.values()), form.thresholds(), window=window)
-    context.update(
-        found=found[:MAX_REGRESSIONS_SHOWN],  # the largest changes first: the page stays small
-        n_found=len(found),
-        max_shown=MAX_REGRESSIONS_SHOWN,
-        grouping=grouping,
-        grouping_label=figures.GROUPINGS[grouping][0],
-        n_groups=len({r["group"] for r in rows}),
-        n_series=len({(r["group"], *series.key(r)) for r in rows}),
-    )
-    return _render(request, "charts/regressions.html", context)
-
-
-@require_GET
 def home(request: HtmxHttpRequest) -> HttpResponse:
     latest = list(
         Run.objects.defer("server_props", "server_log", "summary_extra", "telemetry").order_by(
@@ -299,7 +263,7 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
     )
     trend_rows = list(
         with_success_rate(Run.objects.exclude(started_at=None))
-        .order_by("-started_at", "-id")
+        .order_by(F("started_at").desc(nulls_last=True), "-id")
         .values(*VALUE_FIELDS, *TOOL_FIELDS, value=F("tok_s_mean"), build=F("server_props__props__build_info"))[:2000]
     )
     trend_rows.sort(key=lambda r: (figures.group_name(r, "label"), r["started_at"], r["pk"]))

@@ -31,6 +31,7 @@ SORTS = {
     "ok": "n_ok",
     "tok_s": "tok_s_mean",
 }
+DATED_SORTS = ("label", "model", "gpu")  # indexed with started_at (run_label_idx …): ties by date
 SORT_CHOICES = [(f"{sign}{name}", f"{name} {'↓' if sign else '↑'}") for name in SORTS for sign in ("-", "")]
 PAGE_SIZES = (25, 50, 100, 200)
 # Run columns a filter matches exactly (indexed with started_at: run_model_idx … run_engine_idx).
@@ -172,9 +173,14 @@ class RunFilterForm(forms.Form):
         if data.get("date_to"):
             runs = runs.filter(started_at__lt=_day_start(data["date_to"] + dt.timedelta(days=1)))
         sort = data.get("sort") or "-date"
-        column = SORTS[sort.lstrip("-")]
-        order = F(column).desc(nulls_last=True) if sort.startswith("-") else F(column).asc(nulls_last=True)
-        return runs.order_by(order, "-id" if sort.startswith("-") else "id")
+        name = sort.lstrip("-")
+        # A run without the value sorts as the lowest, on both engines; ties go by date (label,
+        # model, GPU) or id, in the sort's direction: every sort is a walk down one index
+        # (models.history: run_*_idx, run_sort_*_idx), never a sort of every matching run.
+        columns = [SORTS[name], *(("started_at",) if name in DATED_SORTS else ()), "id"]
+        if sort.startswith("-"):
+            return runs.order_by(*(F(c).desc(nulls_last=True) for c in columns))
+        return runs.order_by(*(F(c).asc(nulls_first=True) for c in columns))
 
     @property
     def current_sort(self) -> str:

@@ -14,6 +14,16 @@ from ..history.outcomes import outcome_of
 from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 from ..history.summaries import counts_reported, with_tool_summary
 
+# The run list's sorts served by an index of (column, id) of their own (history.forms.SORTS). Date,
+# label, model and GPU are served by the (column, started_at) indexes below: ties go by date.
+SORT_INDEXED = (
+    ("ctx", "ctx_size"),
+    ("parallel", "parallel"),
+    ("concurrency", "concurrency"),
+    ("prompt", "prompt_tokens_max"),
+    ("ok", "n_ok"),
+    ("tok_s", "tok_s_mean"),
+)
 # Run attribute of a canonical run field, where the names differ.
 RUN_ATTRIBUTES = {"run_id": "key"}
 
@@ -124,7 +134,8 @@ class Run(models.Model):
     telemetry = models.JSONField(null=True, blank=True)
 
     class Meta:
-        ordering = ["-started_at", "-id"]
+        # newest first; a run without a date last (NULLS LAST: the order of run_started_idx on both engines)
+        ordering = [F("started_at").desc(nulls_last=True), F("id").desc()]
         indexes = [
             # run list default order and date-range filter
             models.Index(fields=["started_at", "id"], name="run_started_idx"),
@@ -135,6 +146,11 @@ class Run(models.Model):
             # run list filters by tool / engine (RunFilterForm.filter), newest first
             models.Index(fields=["tool", "started_at"], name="run_tool_idx"),
             models.Index(fields=["engine", "started_at"], name="run_engine_idx"),
+            # the run list's other sorts (RunFilterForm.filter: the column, then id, one direction):
+            # a page is a walk down an index, never a sort of every run (issue 17)
+            *(models.Index(fields=[column, "id"], name=f"run_sort_{name}_idx") for name, column in SORT_INDEXED),
+            # the outcomes "empty" and "unknown" (no request counted) are rare: found without a scan
+            models.Index(fields=["started_at", "id"], condition=Q(n_requests=0), name="run_uncounted_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(n_ok__lte=F("n_requests")), name="run_ok_le_requests"),

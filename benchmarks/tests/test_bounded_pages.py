@@ -313,7 +313,7 @@ def test_a_large_run_shows_an_even_sample_and_says_so(client, monkeypatch):
 def test_the_regressions_page_shows_the_worst_hundred_and_says_how_many_more(client):
     from datetime import UTC, datetime, timedelta
 
-    from benchmarks.charts.views import MAX_REGRESSIONS_SHOWN
+    from benchmarks.charts.regression_views import MAX_REGRESSIONS_SHOWN
 
     start = datetime(2026, 11, 1, tzinfo=UTC)
     runs = []
