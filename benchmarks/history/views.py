@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
 from kvlab.http import HtmxHttpRequest
+from kvlab.paging import CappedPaginator
 from kvlab.uploads import SizeLimitUploadHandler, declared_length
 
 from ..models import FileImport, RequestResult, Run
@@ -48,7 +49,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
         page_no = form.cleaned_data.get("page") or 1
     else:
         runs, per_page, page_no, status = Run.objects.none(), 50, 1, 400
-    page = Paginator(runs, per_page).get_page(page_no)
+    page = CappedPaginator(runs, per_page).get_page(page_no)
     page.object_list = _with_requests_stored(list(page.object_list))
     template = "benchmarks/run_list.html#run-table" if request.htmx else "benchmarks/run_list.html"
     return render(request, template, {"form": form, "page": page, "sort": form.current_sort}, status=status)
@@ -296,7 +297,8 @@ def _jsonl_download(runs: QuerySet[Run], name: str) -> StreamingHttpResponse:
 
 @require_GET
 def import_list(request: HtmxHttpRequest) -> HttpResponse:
-    page = Paginator(FileImport.objects.select_related("user"), 50).get_page(request.GET.get("page"))
+    imports = FileImport.objects.select_related("user").order_by("-id")  # newest first: the primary key's order
+    page = CappedPaginator(imports, 50).get_page(request.GET.get("page"))
     return render(request, "benchmarks/import_list.html", {"page": page})
 
 

@@ -9,7 +9,6 @@ from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.db.models import F
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -18,6 +17,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from kvlab.http import HtmxHttpRequest
+from kvlab.paging import CappedPaginator
 
 from ..models import Job, Server
 from .client.probe import ProbeError, probe, tokenize
@@ -216,8 +216,9 @@ JOB_PAGE_PARAMS = (
 
 @require_GET
 def job_list(request: HtmxHttpRequest) -> HttpResponse:
-    jobs = Job.objects.select_related("server").only(*JOB_LIST_COLUMNS)
-    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    # newest first by the primary key (ids grow with created_at): a walk down an index, never a sort
+    jobs = Job.objects.select_related("server").only(*JOB_LIST_COLUMNS).order_by("-id")
+    page = CappedPaginator(jobs, 50).get_page(request.GET.get("page"))
     return render(request, "benchmarks/job_list.html", {"page": page})
 
 

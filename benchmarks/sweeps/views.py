@@ -56,7 +56,7 @@ def host_edit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 def sweep_list(request: HtmxHttpRequest) -> HttpResponse:
-    sweeps = Sweep.objects.select_related("host").defer("params")[:100]
+    sweeps = Sweep.objects.select_related("host").defer("params").order_by("-id")[:100]  # newest: the key's order
     return render(request, "benchmarks/sweep_list.html", {"sweeps": sweeps})
 
 

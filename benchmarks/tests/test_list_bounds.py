@@ -1,0 +1,115 @@
+"""Lists whose cost does not grow with the history (issue 17): a capped count, every sort an index walk."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from benchmarks.history.forms import SORTS
+from benchmarks.models import Job, Run, Server
+from kvlab import paging
+
+from .test_views import run_keys
+
+pytestmark = pytest.mark.django_db
+
+
+def make_runs(n: int) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    Run.objects.bulk_create(
+        Run(
+            key=f"run-{i:05d}",
+            label=f"cfg-{i % 3}",
+            model=f"m{i % 4}.gguf",
+            gpu=f"gpu-{i % 2}",
+            started_at=None if i == 7 else start + timedelta(hours=i),
+            n_requests=2,
+            n_ok=i % 3,
+            ctx_size=None if i % 5 == 0 else 4096 * (1 + i % 3),
+            parallel=1 + i % 4,
+            concurrency=1 + i % 8,
+            prompt_tokens_max=100 + i,
+            tok_s_mean=None if i % 3 == 0 else float(i % 11),
+        )
+        for i in range(n)
+    )
+
+
+def test_a_list_longer_than_the_cap_counts_to_the_cap_and_says_there_are_more(client, monkeypatch):
+    monkeypatch.setattr(paging, "LIST_CAP", 30)
+    make_runs(60)
+    with CaptureQueriesContext(connection) as queries:
+        html = client.get(reverse("run-list"), {"per_page": 25, "page": 2}).content.decode()
+    counts = [q["sql"] for q in queries if "COUNT(" in q["sql"]]
+    assert len(counts) == 1 and re.search(r"LIMIT 31\b", counts[0]), counts  # never a count of every run
+    assert "More than 30 runs match; the pages hold the first 30 in this order" in html
+    assert "page 2 of 2+" in html
+    assert len(run_keys(html)) == 5  # rows 26-30 of the capped list
+    assert client.get(reverse("run-list"), {"per_page": 25, "page": 9}).content.decode().count("page 2 of 2+") == 1
+
+
+def test_a_list_within_the_cap_is_counted_exactly(client, monkeypatch):
+    monkeypatch.setattr(paging, "LIST_CAP", 30)
+    make_runs(30)
+    html = client.get(reverse("run-list"), {"per_page": 25}).content.decode()
+    assert "30 runs" in html and "More than" not in html and "of 2+" not in html and "page 1 of 2" in html
+
+
+def _plan(sql: str, params: tuple) -> str:
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+            return "\n".join(str(row[-1]) for row in cursor.fetchall())
+        # PostgreSQL would rightly scan a tiny table; forbid that, so the plan shows whether an index can
+        # give the order at all (a Sort node then means none can: its order or NULLs differ)
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.parametrize("sort", [f"{sign}{name}" for name in SORTS for sign in ("", "-")])
+def test_every_sort_of_the_run_list_walks_an_index_and_sorts_nothing(client, sort):
+    make_runs(40)
+    with CaptureQueriesContext(connection) as queries:
+        html = client.get(reverse("run-list"), {"sort": sort, "per_page": 25}).content.decode()
+    page_sql = [q["sql"] for q in queries if q["sql"].endswith("LIMIT 25")]
+    assert len(page_sql) == 1, page_sql
+    plan = _plan(page_sql[0], ())  # the statement as the page sent it (no parameters: the sort has none)
+    # no sort of the matching runs (PostgreSQL may still order ties of (label, started_at) by id: an
+    # Incremental Sort over an index's presorted key, a few rows at a time)
+    assert "TEMP B-TREE" not in plan and not re.search(r"(^|->)\s*Sort  \(", plan, re.MULTILINE), plan
+    assert "INDEX" in plan.upper(), plan
+    keys = run_keys(html)
+    assert len(keys) == 25
+
+
+@pytest.mark.parametrize("sort", ["tok_s", "-tok_s", "ctx", "-ctx", "date", "-date"])
+def test_a_run_without_the_value_sorts_lowest_on_every_engine(client, sort):
+    make_runs(12)
+    keys = run_keys(client.get(reverse("run-list"), {"sort": sort}).content.decode())
+    column = SORTS[sort.lstrip("-")]
+    values = [getattr(Run.objects.get(key=k), column) for k in keys]
+    missing = [v is None for v in values]
+    # going up the runs without a value come first, going down last; the rest in order
+    assert missing == sorted(missing, reverse=not sort.startswith("-")), (sort, values)
+    present = [v for v in values if v is not None]
+    assert present == sorted(present, reverse=sort.startswith("-"))
+
+
+def test_the_job_list_is_newest_first_by_id_and_capped(client, monkeypatch):
+    monkeypatch.setattr(paging, "LIST_CAP", 60)
+    server = Server.objects.create(name="box", base_url="http://127.0.0.1:8080")
+    Job.objects.bulk_create(Job(server=server, label=f"job {i}", params={}) for i in range(70))
+    with CaptureQueriesContext(connection) as queries:
+        html = client.get(reverse("job-list")).content.decode()
+    ids = [int(i) for i in re.findall(r'<tr><td><a href="/jobs/(\d+)/">', html)]
+    assert ids == sorted(Job.objects.values_list("pk", flat=True), reverse=True)[:50]
+    assert "page 1 of 2+ (the first 60 are paged)" in html
+    listed = [q["sql"] for q in queries if '"benchmarks_job"' in q["sql"] and "ORDER BY" in q["sql"]]
+    assert len(listed) == 1 and '"benchmarks_job"."id" DESC' in listed[0], listed
