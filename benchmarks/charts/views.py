@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import plotly
-from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, QuerySet
+from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Subquery
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, NullIf, TruncDate
 from django.http import FileResponse, HttpResponse, JsonResponse
@@ -213,6 +213,11 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
         runs = runs.filter(gpu=form.cleaned_data["gpu"])
     if form.cleaned_data["label"]:
         runs = runs.filter(label=form.cleaned_data["label"])
+    # The latest LOAD_CURVE_RUNS runs (a walk down run_model_idx), not every run a model ever had: the
+    # page's cost does not grow with the history, and it says when older runs were left out.
+    newest_first = runs.order_by(F("started_at").desc(nulls_last=True), "-id").values("pk")
+    capped = newest_first[LOAD_CURVE_RUNS : LOAD_CURVE_RUNS + 1].exists()
+    runs = Run.objects.filter(pk__in=Subquery(newest_first[:LOAD_CURVE_RUNS]))
     not_failed = ~OUTCOME_Q[FAILED]  # a failed run has no speed: never averaged in as a zero
     points = list(
         runs.values(*fixed, x_name)
@@ -242,8 +247,13 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
         n_drawable=len(drawable),
         single_level=[c for c in curves if len(c.points) < 2],
         points=points,
+        capped=capped,
+        max_runs=LOAD_CURVE_RUNS,
     )
     return _render(request, "charts/load_curve.html", context)
+
+
+LOAD_CURVE_RUNS = 20_000  # the latest runs a load curve averages; older ones by narrowing (GPU, label)
 
 
 @require_GET

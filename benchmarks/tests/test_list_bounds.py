@@ -113,3 +113,34 @@ def test_the_job_list_is_newest_first_by_id_and_capped(client, monkeypatch):
     assert "page 1 of 2+ (the first 60 are paged)" in html
     listed = [q["sql"] for q in queries if '"benchmarks_job"' in q["sql"] and "ORDER BY" in q["sql"]]
     assert len(listed) == 1 and '"benchmarks_job"."id" DESC' in listed[0], listed
+
+
+def test_a_load_curve_averages_the_latest_runs_of_its_model_and_says_older_ones_are_left_out(client, monkeypatch):
+    from benchmarks.charts import views as chart_views
+
+    monkeypatch.setattr(chart_views, "LOAD_CURVE_RUNS", 4)
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    # two old runs at 10 tok/s, then four new ones at 100: concurrency 1 and 2, twice each
+    speeds = [10.0, 10.0, 100.0, 100.0, 100.0, 100.0]
+    Run.objects.bulk_create(
+        Run(
+            key=f"lc-{i}",
+            model="m.gguf",
+            gpu="g",
+            started_at=start + timedelta(days=i),
+            n_requests=1,
+            n_ok=1,
+            concurrency=1 + i % 2,
+            tok_s_mean=speed,
+            throughput_tok_s=speed,
+        )
+        for i, speed in enumerate(speeds)
+    )
+    response = client.get(reverse("chart-load"), {"model": "m.gguf", "format": "json"})
+    points = response.json()["rows"]
+    assert [(p["concurrency"], p["runs"], p["tok_s"]) for p in points] == [(1, 2, 100.0), (2, 2, 100.0)]
+    html = client.get(reverse("chart-load"), {"model": "m.gguf"}).content.decode()
+    assert "From the latest 4 runs of this model; older runs are left out" in html
+    monkeypatch.setattr(chart_views, "LOAD_CURVE_RUNS", 6)
+    html = client.get(reverse("chart-load"), {"model": "m.gguf"}).content.decode()
+    assert "older runs are left out" not in html
