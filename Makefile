@@ -55,6 +55,10 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/bounded_pages.py
 	$(BIN)/python bench/bounded_pages.py --engine postgres
 	$(BIN)/python bench/explain_plans.py
+	$(BIN)/python bench/scale_fill.py
+	$(BIN)/python bench/scale_pages.py
+	$(BIN)/python bench/scale_fill.py --engine postgres
+	$(BIN)/python bench/scale_pages.py --engine postgres
 
 # Opt-in: kvlab's TTFT/ITL/throughput against GuideLLM's on the same real llama-server
 # (installs guidellm, with torch, into its own venv under ~/.cache/kvlab on first use).

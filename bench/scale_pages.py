@@ -1,0 +1,510 @@
+"""Does every page answer in under 300 ms and 1 MiB at 1,000,000 runs and 10,000,000 requests?
+
+What is measured
+----------------
+The database bench/scale_fill.py fills (run first, in its own process: it reuses a filled
+database that is current, migrates one that lags behind the migrations, or fills one) —
+bench/synthetic.py's lab at ``--runs`` runs (default 1,000,000) of 10 requests each, 20,000
+jobs on one server and 2,000 sweeps — on SQLite or, with ``--engine postgres``, PostgreSQL.
+
+Then django.test.Client requests each page in-process, through the whole middleware stack
+(gzip included: every request says ``Accept-Encoding: gzip``), view and template: once to
+warm up, once more to count its SQL queries, then ``--requests`` times (default 20) timed.
+A page whose timed requests pass ``--max-case-s`` seconds (default 20) stops after 5 of
+them, and its row says how many were timed. The pages (per_page 200 unless named):
+
+* run list: the default sort at 50 and 200 rows, a deep page; each sort of
+  benchmarks.history.forms.SORTS in both directions; each filter — a model, a GPU, a label,
+  a tool, an engine, each outcome, a date range (the lab's last 30 days), a run key's part
+  (common) and a whole run key (one run) — and combinations (a model's failed runs, a model
+  by tok/s, a label in a date range, partial runs by concurrency);
+* run page (the newest run), compare (12 runs: the page and the chart);
+* timeline: the default, each grouping, a model, a zoomed range (x0/x1: the last 30 days),
+  and its JSON download; load curve (a model); regressions: the default and each grouping;
+  home; job list (first and last page); sweep list.
+
+Every answer is checked, so only real pages are measured: status 200, and what the page must
+show, against plain SQL — the run list's rows are as many as the filter matches (up to the
+page size), every row matches the filter and the rows come in the sort's order (no value
+lowest), the first holding the extreme value; the run page's 10 requests; compare's 12 runs
+and 120 requests; each chart's figure with points; the home page's 10 latest runs; 50 job
+rows; 100 sweep rows; the regressions found, or the groups searched.
+
+The table gives each page's p95 and median server time (nearest rank) beside the goal — p95
+under 300 ms (the regressions page: under 50 ms) — its bytes on the wire (gzip) beside the
+goal of 1 MiB, and its queries. For a page that misses its time goal, each of its queries is
+run again, timed, and the slowest is EXPLAINed (SQLite: EXPLAIN QUERY PLAN; PostgreSQL:
+EXPLAIN (ANALYZE, BUFFERS)): in the results, and printed below the table. A missed goal is
+reported, not an error: the script exits 1 only when a page answered wrongly.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/scale_pages.py [--engine sqlite|postgres] [--runs N] [--requests N]
+        [--max-case-s S] [--only TEXT] [fill options: see scale_fill.py] [--smoke] [--out DIR]
+
+Results: bench/out/scale_pages_<engine>.json. ``--smoke`` fills 2,000 runs (60 jobs, 110
+sweeps) and times 2 requests a page, every check still made (results in bench/out/smoke/).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+import urllib.parse
+from datetime import datetime, timedelta
+from typing import Any
+
+import common  # bench/ is on sys.path when a script runs
+import scale_fill
+import synthetic
+from common import ROOT
+
+GOAL_MS = 300.0  # p95 server time, every page
+GOAL_REGRESSIONS_MS = 50.0  # the regressions page
+GOAL_BYTES = 2**20  # on the wire
+MAX_CURVES = 8  # charts.figures.MAX_CURVES, checked at start
+RUN_ROW = re.compile(rb'<tr class="outcome-[\w-]+">.*?<a href="/runs/(\d+)/">', re.S)  # run_list.html
+NO_RUNS = b"No runs match these filters."
+REQUEST_ROW = re.compile(rb'<tr class="(ok|failed)">')  # run_detail.html
+COMPARE_HEAD = re.compile(rb'<th><a href="/runs/(\d+)/">')  # run_compare.html
+JOB_ROW = re.compile(rb'<tr><td><a href="/jobs/\d+/">')  # job_list.html
+SWEEP_ROW = re.compile(rb'<tr><td><a href="/sweeps/\d+/">')  # sweep_list.html
+FIGURE = re.compile(rb'<script id="([\w-]+)" type="application/json">(.*?)</script>', re.S)
+MARKER_TRACES = ("failed runs", "configuration changed", "workload changed")
+# The filters in plain SQL, independent of the view: what every row of the page must match.
+OUTCOME_SQL = {
+    "ok": "n_requests > 0 AND n_ok = n_requests",
+    "partial": "n_ok > 0 AND n_ok < n_requests",
+    "failed": "n_requests > 0 AND n_ok = 0",
+    "unknown": "n_requests = 0 AND summary IS NOT NULL",  # the lab holds no tool summary: none
+}
+
+
+# --- the pages and what each must show ---------------------------------------------------
+
+
+def scalar(sql: str, params: tuple[Any, ...] = ()) -> Any:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    return row[0] if row else None
+
+
+def run_list_case(name: str, params: dict[str, Any], where: list[tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
+    """A run list page; `where`: its filter in plain SQL. The rows it must show are counted up to the page size."""
+    from django.urls import reverse
+
+    from benchmarks.history.forms import SORTS
+
+    params = {"per_page": 200, **params}
+    clause = " AND ".join(f"({sql})" for sql, _ in where) or "1 = 1"
+    args = tuple(a for _, a_ in where for a in a_)
+    per_page, page = params["per_page"], params.get("page", 1)
+    reach = per_page * page
+    matching = scalar(f"SELECT count(*) FROM (SELECT 1 FROM benchmarks_run WHERE {clause} LIMIT {reach}) AS m", args)
+    if matching <= per_page * (page - 1):  # a page past the end shows the last page
+        page = max(1, -(-matching // per_page))
+    rows = max(0, min(per_page, matching - per_page * (page - 1)))
+    sort = params.get("sort", "-date")
+    column = SORTS[sort.lstrip("-")]
+    extreme = None
+    if page == 1 and rows:
+        order = "DESC NULLS LAST" if sort.startswith("-") else "ASC NULLS FIRST"
+        extreme = scalar(f"SELECT {column} FROM benchmarks_run WHERE {clause} ORDER BY {column} {order} LIMIT 1", args)
+    return {
+        "page": name,
+        "kind": "run list",
+        "url": reverse("run-list"),
+        "params": params,
+        "rows": rows,
+        "where": (clause, args),
+        "sort_column": column,
+        "descending": sort.startswith("-"),
+        "extreme": extreme,
+    }
+
+
+def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    from django.db import connection
+    from django.urls import reverse
+
+    from benchmarks.charts import figures
+    from benchmarks.history.forms import SORTS
+
+    until = datetime.fromisoformat(meta["until"])
+    adapt = connection.ops.adapt_datetimefield_value
+    model, gpu = synthetic.MODELS[1], "RTX 4090"
+    lab = synthetic.Lab(until=until)
+    label = next(lab_label["name"] for lab_label in lab.labels if not lab_label["executed"])
+    executed = next(lab_label["name"] for lab_label in lab.labels if lab_label["executed"])
+    first_day, last_day = (until - timedelta(days=30)).date(), until.date()
+    date_sql = (
+        "started_at >= %s AND started_at < %s",
+        (adapt(datetime.combine(first_day, datetime.min.time(), until.tzinfo)),
+         adapt(datetime.combine(last_day + timedelta(days=1), datetime.min.time(), until.tzinfo))),
+    )  # fmt: skip
+    one_key = scalar("SELECT key FROM benchmarks_run ORDER BY id LIMIT 1")
+    common_part = f"{label}-00"
+    by = {"model": ("model = %s", (model,)), "gpu": ("gpu = %s", (gpu,)), "label": ("label = %s", (label,))}
+    run_lists = [
+        run_list_case("run list, 50", {"per_page": 50}, []),
+        run_list_case("run list, 200", {}, []),
+        run_list_case("run list, page 1000 of 50", {"per_page": 50, "page": 1000}, []),
+        *(
+            run_list_case(f"run list, sort {sign}{name}", {"sort": f"{sign}{name}"}, [])
+            for name in SORTS
+            for sign in ("-", "")
+        ),
+        run_list_case("run list, a model", {"model": model}, [by["model"]]),
+        run_list_case("run list, a GPU", {"gpu": gpu}, [by["gpu"]]),
+        run_list_case("run list, a label", {"label": label}, [by["label"]]),
+        run_list_case("run list, a job label", {"label": executed}, [("label = %s", (executed,))]),
+        run_list_case("run list, tool kvlab", {"tool": "kvlab"}, [("tool = %s", ("kvlab",))]),
+        run_list_case("run list, engine llama.cpp", {"engine": "llama.cpp"}, [("engine = %s", ("llama.cpp",))]),
+        *(
+            run_list_case(f"run list, outcome {outcome}", {"outcome": outcome}, [(sql, ())])
+            for outcome, sql in OUTCOME_SQL.items()
+        ),
+        run_list_case(
+            "run list, last 30 days", {"date_from": first_day.isoformat(), "date_to": last_day.isoformat()}, [date_sql]
+        ),
+        run_list_case("run list, key part", {"run": common_part}, [("key LIKE %s", (f"%{common_part}%",))]),
+        run_list_case("run list, one key", {"run": one_key}, [("key LIKE %s", (f"%{one_key}%",))]),
+        run_list_case(
+            "run list, model + failed",
+            {"model": model, "outcome": "failed"},
+            [by["model"], (OUTCOME_SQL["failed"], ())],
+        ),
+        run_list_case("run list, model by -tok_s", {"model": model, "sort": "-tok_s"}, [by["model"]]),
+        run_list_case(
+            "run list, label + 30 days",
+            {"label": label, "date_from": first_day.isoformat(), "date_to": last_day.isoformat()},
+            [by["label"], date_sql],
+        ),
+        run_list_case(
+            "run list, partial by concurrency",
+            {"outcome": "partial", "sort": "concurrency"},
+            [(OUTCOME_SQL["partial"], ())],
+        ),
+    ]
+    newest = scalar("SELECT max(id) FROM benchmarks_run")
+    compare_ids = [
+        r[0] for r in rows("SELECT id FROM benchmarks_run WHERE model = %s ORDER BY id DESC LIMIT 12", (model,))
+    ]
+    assert len(compare_ids) == 12, "the lab has not 12 runs of the model"
+    n_compare = scalar(
+        f"SELECT count(*) FROM benchmarks_requestresult WHERE run_id IN ({', '.join(['%s'] * 12)})", tuple(compare_ids)
+    )
+    zoom = {"x0": (until - timedelta(days=30)).isoformat(), "x1": until.isoformat()}
+    n_jobs = scalar("SELECT count(*) FROM benchmarks_job")
+    last_job_page = -(-n_jobs // 50)
+    timeline = {"kind": "timeline", "url": reverse("chart-timeline"), "figure": "timeline-figure"}
+    regressions = {"kind": "regressions", "url": reverse("chart-regressions"), "goal_ms": GOAL_REGRESSIONS_MS}
+    return [
+        *run_lists,
+        {"page": "run page", "kind": "run page", "url": reverse("run-detail", args=[newest]), "params": {},
+         "requests": synthetic.REQUESTS_PER_RUN},
+        {"page": "compare, 12 runs", "kind": "compare page", "url": reverse("run-compare"),
+         "params": {"run": compare_ids}, "runs": compare_ids},
+        {"page": "compare chart, 12 runs", "kind": "compare chart", "url": reverse("chart-compare"),
+         "params": {"run": compare_ids}, "requests": n_compare},
+        {**timeline, "page": "timeline", "params": {}},
+        *({**timeline, "page": f"timeline by {group}", "params": {"group": group}}
+          for group in figures.GROUPINGS if group != "label"),
+        {**timeline, "page": "timeline, a model", "params": {"model": model}},
+        {**timeline, "page": "timeline, last 30 days", "params": zoom},
+        {**timeline, "kind": "timeline json", "page": "timeline JSON", "params": {"format": "json"}},
+        {"page": "load curve", "kind": "load curve", "url": reverse("chart-load"), "params": {"model": model}},
+        {**regressions, "page": "regressions", "params": {}},
+        *({**regressions, "page": f"regressions by {group}", "params": {"group": group}}
+          for group in figures.GROUPINGS if group != "label"),
+        {"page": "home", "kind": "home", "url": reverse("home"), "params": {}},
+        {"page": "job list", "kind": "jobs", "url": reverse("job-list"), "params": {}, "jobs": min(50, n_jobs)},
+        {"page": "job list, last page", "kind": "jobs", "url": reverse("job-list"), "params": {"page": last_job_page},
+         "jobs": n_jobs - (last_job_page - 1) * 50},
+        {"page": "sweep list", "kind": "sweeps", "url": reverse("sweep-list"), "params": {}, "sweeps": 100},
+    ]  # fmt: skip
+
+
+def rows(sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def figures_on(content: bytes) -> dict[str, Any]:
+    """Every json_script on the page: id -> parsed figure."""
+    return {m.group(1).decode(): json.loads(m.group(2)) for m in FIGURE.finditer(content)}
+
+
+def points(figure: dict[str, Any]) -> int:
+    return sum(len(t.get("x") or t.get("y") or []) for t in figure["data"] if t.get("name") not in MARKER_TRACES)
+
+
+def check_run_list(case: dict[str, Any], content: bytes) -> None:
+    name = case["page"]
+    ids = [int(i) for i in RUN_ROW.findall(content)]
+    assert len(ids) == case["rows"], f"{name}: {len(ids)} rows, not {case['rows']}"
+    if not ids:
+        assert NO_RUNS in content, f"{name}: no rows and no word of it"
+        return
+    clause, args = case["where"]
+    marks = ", ".join(["%s"] * len(ids))
+    found = dict(
+        rows(f"SELECT id, {case['sort_column']} FROM benchmarks_run WHERE id IN ({marks}) AND {clause}", (*ids, *args))
+    )
+    assert len(found) == len(ids), f"{name}: {len(ids) - len(found)} rows do not match the filter"
+    values = [found[i] for i in ids]
+    # no value sorts lowest: first in ascending order, last in descending
+    keyed = [(v is not None, v if v is not None else 0) for v in values]
+    ordered = sorted(keyed, reverse=case["descending"])
+    assert keyed == ordered, f"{name}: the rows are not in the sort's order"
+    if case["extreme"] is not None or "page" not in case["params"]:
+        assert values[0] == case["extreme"], f"{name}: first row holds {values[0]}, the extreme is {case['extreme']}"
+
+
+def check(case: dict[str, Any], response: Any) -> bytes:
+    """Assert the answer is the real page; its body, decompressed."""
+    name, kind = case["page"], case["kind"]
+    assert response.status_code == 200, f"{name}: status {response.status_code}"
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    if response.get("Content-Encoding") == "gzip":
+        body = gzip.decompress(body)
+    if kind == "timeline json":
+        data = json.loads(body)
+        assert data["rows"], f"{name}: no rows"
+        return body
+    assert b"<html" in body, f"{name}: not a full page"
+    if kind == "run list":
+        check_run_list(case, body)
+    elif kind == "run page":
+        found = len(REQUEST_ROW.findall(body))
+        assert found == case["requests"], f"{name}: {found} request rows, not {case['requests']}"
+    elif kind == "compare page":
+        shown = [int(i) for i in COMPARE_HEAD.findall(body)]
+        assert shown == case["runs"], f"{name}: runs {shown}, not {case['runs']}"
+    elif kind == "compare chart":
+        figure = figures_on(body).get("compare-figure")
+        assert figure, f"{name}: no figure"
+        boxes = [t for t in figure["data"] if t.get("type") == "box"]
+        assert len(boxes) == 12, f"{name}: {len(boxes)} strips, not 12"
+    elif kind == "timeline":
+        figure = figures_on(body).get(case["figure"])
+        assert figure and points(figure) > 0, f"{name}: no figure, or no point on it"
+    elif kind == "load curve":
+        figure = figures_on(body).get("load-figure")
+        assert figure, f"{name}: no figure"
+        curves = [t for t in figure["data"] if t.get("mode") == "lines+markers" and t.get("yaxis", "y") == "y"]
+        assert 1 <= len(curves) <= MAX_CURVES, f"{name}: {len(curves)} curves"
+    elif kind == "regressions":
+        found = body.count(b'<td class="num bad">')
+        groups = re.search(rb"No regressions across (\d+) group", body)
+        assert found or (groups and int(groups.group(1)) > 0), f"{name}: neither regressions nor groups shown"
+    elif kind == "home":
+        assert "trend-figure" in figures_on(body), f"{name}: no trend figure"
+        assert len(RUN_ROW.findall(body)) == 10, f"{name}: not the 10 latest runs"
+    elif kind == "jobs":
+        found = len(JOB_ROW.findall(body))
+        assert found == case["jobs"], f"{name}: {found} job rows, not {case['jobs']}"
+    elif kind == "sweeps":
+        found = len(SWEEP_ROW.findall(body))
+        assert found == case["sweeps"], f"{name}: {found} sweep rows, not {case['sweeps']}"
+    return body
+
+
+# --- the measurement ---------------------------------------------------------------------
+
+
+def get(client: Any, case: dict[str, Any]) -> Any:
+    return client.get(case["url"], case["params"], HTTP_ACCEPT_ENCODING="gzip")
+
+
+def measure(client: Any, case: dict[str, Any], n: int, budget_s: float) -> dict[str, Any]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    check(case, get(client, case))  # warm up
+    with CaptureQueriesContext(connection) as captured:
+        response = get(client, case)
+    check(case, response)
+    queries = [q["sql"] for q in captured.captured_queries]
+    times: list[float] = []
+    spent = 0.0
+    while len(times) < n and not (spent > budget_s and len(times) >= 5):
+        start = time.perf_counter()
+        response = get(client, case)
+        times.append((time.perf_counter() - start) * 1000)
+        spent += times[-1] / 1000
+        body = check(case, response)
+    goal_ms = case.get("goal_ms", GOAL_MS)
+    wire = len(response.content) if not response.streaming else None
+    p95 = common.percentile(times, 95)
+    result = {
+        "page": case["page"],
+        "path": case["url"] + "?" + urllib.parse.urlencode(case["params"], doseq=True)
+        if case["params"]
+        else case["url"],
+        "p95_ms": round(p95, 1),
+        "median_ms": round(statistics.median(times), 1),
+        "timed": len(times),
+        "goal_ms": goal_ms,
+        "wire_bytes": wire,
+        "bytes": len(body),
+        "gzip": response.get("Content-Encoding") == "gzip",
+        "queries": len(queries),
+        "time_ok": p95 < goal_ms,
+        "size_ok": wire is not None and wire < GOAL_BYTES,
+        "sql": queries,
+    }
+    if not result["time_ok"]:
+        result["slowest"] = slowest_query(queries)
+    return result
+
+
+def slowest_query(queries: list[str]) -> dict[str, Any] | None:
+    """Each query of a slow page run again (every row fetched), timed; the slowest with its plan."""
+    from django.db import connection
+
+    timed = []
+    with connection.cursor() as cursor:
+        for sql in queries:
+            if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+                continue
+            start = time.perf_counter()
+            cursor.execute(sql)
+            cursor.fetchall()
+            timed.append(((time.perf_counter() - start) * 1000, sql))
+        if not timed:
+            return None
+        ms, sql = max(timed)
+        explain = "EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN (ANALYZE, BUFFERS) "
+        cursor.execute(explain + sql)
+        plan = [str(row[-1]) if connection.vendor == "sqlite" else str(row[0]) for row in cursor.fetchall()]
+    return {"ms": round(ms, 1), "of_all_ms": round(sum(t for t, _ in timed), 1), "sql": sql, "plan": plan}
+
+
+def verdict(page: dict[str, Any]) -> str:
+    missed = [what for what, ok in (("time", page["time_ok"]), ("size", page["size_ok"])) if not ok]
+    return f"MISSED ({', '.join(missed)})" if missed else "met"
+
+
+def print_table(results: dict[str, Any]) -> None:
+    print(
+        f"\nPages at scale on {results['engine']}: {results['runs']:,} runs, {results['requests']:,} requests, "
+        f"{results['jobs']:,} jobs, {results['sweeps']:,} sweeps; up to {results['timed_requests']} timed requests "
+        "a page, gzip asked"
+    )
+    print(f"reproduce: {results['command']}")
+    header = (
+        f"{'page':<34} {'p95 ms':>8} {'goal':>6} {'median':>8} {'timed':>5} {'wire B':>10} {'goal':>8} "
+        f"{'queries':>7}  verdict"
+    )
+    common.print_header(header)
+    for p in results["pages"]:
+        wire = f"{p['wire_bytes']:,}" if p["wire_bytes"] is not None else "stream"
+        print(
+            f"{p['page']:<34} {p['p95_ms']:>8.1f} {'<' + format(p['goal_ms'], '.0f'):>6} {p['median_ms']:>8.1f} "
+            f"{p['timed']:>5} {wire:>10} {'<1 MiB':>8} {p['queries']:>7}  {verdict(p)}"
+        )
+    missed = [p for p in results["pages"] if not (p["time_ok"] and p["size_ok"])]
+    print(f"{len(results['pages']) - len(missed)} of {len(results['pages'])} pages met both goals")
+    for p in missed:
+        slow = p.get("slowest")
+        if slow:
+            print(f"\n{p['page']}: slowest query {slow['ms']:.0f} ms of {slow['of_all_ms']:.0f} ms of SQL")
+            print(f"  {slow['sql'][:300]}")
+            for line in slow["plan"][:14]:
+                print(f"    {line}")
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def fill(args: argparse.Namespace) -> dict[str, Any]:
+    """Run scale_fill.py with the same options in its own process; what the filled database holds."""
+    options = ["--engine", args.engine, "--runs", str(args.runs), "--jobs", str(args.jobs)]
+    options += ["--sweeps", str(args.sweeps), "--cache", str(args.cache), "--pg-database", args.pg_database]
+    options += ["--out", str(args.out)] + (["--pg-url", args.pg_url] if args.pg_url else [])
+    options += ["--refill"] if args.refill else []
+    subprocess.run([sys.executable, str(ROOT / "bench" / "scale_fill.py"), *options], cwd=ROOT, check=True)
+    return json.loads((args.out / f"scale_fill_{args.engine}.json").read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    scale_fill.add_arguments(parser)
+    parser.add_argument("--requests", type=int, default=20, help="timed requests per page")
+    parser.add_argument("--max-case-s", type=float, default=20.0, help="a page's timing stops here (after 5)")
+    parser.add_argument("--only", help="measure only the pages whose name holds this text")
+    args = common.parse_args(parser, argv, smoke={**scale_fill.SMOKE, "requests": 2})
+    args = scale_fill.finish_arguments(parser, args)
+    if args.requests < 1:
+        parser.error("--requests must be positive")
+
+    meta = fill(args)
+    engine = scale_fill.Sqlite(args) if args.engine == "sqlite" else scale_fill.Postgres(args)
+    os.environ.update(engine.environment())
+    if args.engine == "sqlite":
+        os.environ.pop("DATABASE_URL", None)
+    common.start_django()
+    from django.db import connection, connections
+    from django.test import Client
+
+    from benchmarks.charts import figures
+
+    assert figures.MAX_CURVES == MAX_CURVES, "the load curve's cap changed; update this"
+    engine_version = connection.cursor().connection.info.server_version if args.engine == "postgres" else None
+    client = Client()
+    pages = []
+    wrong = []
+    for case in cases(meta):
+        if args.only and args.only not in case["page"]:
+            continue
+        try:
+            pages.append(measure(client, case, args.requests, args.max_case_s))
+        except AssertionError as error:
+            wrong.append(str(error))
+            print(f"  {case['page']:<34} WRONG: {error}", flush=True)
+            continue
+        p = pages[-1]
+        print(f"  {p['page']:<34} p95 {p['p95_ms']:8.1f} ms  {p['wire_bytes'] or 0:>10,} B  {verdict(p)}", flush=True)
+    connections.close_all()
+
+    shown_argv = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--out",)]
+    results = {
+        "engine": args.engine,
+        "engine_version": engine_version,
+        "command": shlex.join([".venv/bin/python", "bench/scale_pages.py", *shown_argv]),
+        "runs": meta["runs"],
+        "requests": meta["requests"],
+        "jobs": meta["jobs"],
+        "sweeps": meta["sweeps"],
+        "fill": {k: meta.get(k) for k in ("fill_s", "catch_up_s", "filled_at", "rebuild_derived", "size_bytes")},
+        "timed_requests": args.requests,
+        "goals": {"p95_ms": GOAL_MS, "regressions_p95_ms": GOAL_REGRESSIONS_MS, "wire_bytes": GOAL_BYTES},
+        "pages": pages,
+        "wrong": wrong,
+        **common.machine(),
+    }
+    print_table(results)
+    common.write_results(args.out, f"scale_pages_{args.engine}", results)
+    if wrong:
+        print(f"\n{len(wrong)} page(s) answered wrongly:\n  " + "\n  ".join(wrong))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

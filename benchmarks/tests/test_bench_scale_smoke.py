@@ -1,0 +1,79 @@
+"""bench/scale_fill.py and bench/scale_pages.py (issue 17's scale benchmark) at their smoke size, so neither can rot.
+
+`make bench` runs them at 1,000,000 runs on both engines (minutes). Here the pages script
+runs with ``--smoke`` on SQLite in a child process, as a user starts it: it fills 2,000 runs
+through scale_fill.py into a cache of its own, then fetches every page and checks each
+answer (status, rows, order, figures), exiting non-zero when one is wrong. A second fill
+must reuse the kept database, and a kept database must be refilled or migrated as the
+migrations it was filled under change.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT_S = 180  # the smoke run takes well under a minute; this only stops a hung one
+
+
+def run(script: str, *options: str) -> str:
+    command = [sys.executable, str(ROOT / "bench" / script), "--smoke", *options]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, f"{script} exited {done.returncode}\n{done.stdout[-5000:]}\n{done.stderr[-5000:]}"
+    return done.stdout
+
+
+def test_scale_pages_measures_every_page_of_the_filled_database_against_its_goal(tmp_path: Path) -> None:
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    stdout = run("scale_pages.py", "--cache", str(cache), "--out", str(out))
+
+    assert "[sqlite] filling 2,000 runs (no complete fill)" in stdout
+    assert "Pages at scale on sqlite: 2,000 runs, 20,000 requests, 60 jobs, 110 sweeps" in stdout
+    assert "reproduce: .venv/bin/python bench/scale_pages.py --smoke" in stdout
+    results = json.loads((out / "scale_pages_sqlite.json").read_text())
+    assert results["wrong"] == []
+    pages = {p["page"]: p for p in results["pages"]}
+    assert {
+        "run list, 50",
+        "run list, sort -tok_s",
+        "run list, outcome failed",
+        "run list, one key",
+        "run page",
+    } <= set(pages)
+    assert {
+        "compare, 12 runs",
+        "timeline by series",
+        "timeline, last 30 days",
+        "load curve",
+        "regressions by gpu",
+    } <= set(pages)
+    assert {"home", "job list", "job list, last page", "sweep list"} <= set(pages)
+    assert all(p["timed"] == 2 and p["p95_ms"] > 0 and p["queries"] > 0 for p in pages.values())
+    assert all(p["gzip"] and p["wire_bytes"] < p["bytes"] for p in pages.values())  # gzip was asked and served
+    assert all(p["time_ok"] == (p["p95_ms"] < p["goal_ms"]) for p in pages.values())
+    assert {p["goal_ms"] for name, p in pages.items() if name.startswith("regressions")} == {50.0}
+    assert all("slowest" in p for p in pages.values() if not p["time_ok"])
+
+    again = run("scale_fill.py", "--cache", str(cache), "--out", str(out))
+    assert "[sqlite] reusing the filled database" in again
+
+
+def test_a_kept_database_is_reused_migrated_or_refilled_as_its_migrations_change() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        from scale_fill import reusable
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    want = {"runs": 1_000_000, "generator": "g1"}
+    applied = {"benchmarks.0001_initial": "a", "benchmarks.0002_more": "b"}
+    held = want | {"migrations": applied}
+
+    assert reusable(held, want, applied) == "fresh"
+    assert reusable(held, want, applied | {"benchmarks.0003_new": "c"}) == "migrate"
+    assert reusable(held, want, applied | {"benchmarks.0002_more": "b2"}).startswith("migration benchmarks.0002_more")
+    assert reusable(held, want, {"benchmarks.0001_initial": "a"}).startswith("migration benchmarks.0002_more")
+    assert reusable(held, want | {"generator": "g2"}, applied) == "generator changed"
+    assert reusable(None, want, applied) == "no complete fill"
