@@ -55,6 +55,7 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/bounded_pages.py
 	$(BIN)/python bench/bounded_pages.py --engine postgres
 	$(BIN)/python bench/explain_plans.py
+	$(BIN)/python bench/explain_plans.py --engine postgres
 	$(BIN)/python bench/scale_fill.py
 	$(BIN)/python bench/scale_pages.py
 	$(BIN)/python bench/scale_fill.py --engine postgres

@@ -2,25 +2,39 @@
 
 What is measured
 ----------------
-A scratch SQLite database holds the synthetic lab (bench/synthetic.py: ``--runs`` runs,
-the requests of the first 200). Each page that lists or charts a bounded slice of the
-history is fetched once with Django's test client while its SQL is captured; every
-captured statement is then run again under ``EXPLAIN QUERY PLAN``. A plan step
-``SCAN <table>`` that uses no index reads every row of that table: its cost grows with
-the history, whatever the page shows. The script prints, per page, its queries, the
-ones that scan a table, and their plans; the results go to bench/out/explain_plans.json.
+A database holds the synthetic lab (bench/synthetic.py: ``--runs`` runs, the requests of
+the first 200, a few jobs and sweeps): a scratch SQLite database (the default), or with
+``--engine postgres`` a scratch PostgreSQL database (``--pg-database``) through the role
+``scripts/ensure-postgres.sh`` sets up, analysed after the fill (what autovacuum does
+within a minute of a bulk load). ``--database-url URL`` (``sqlite:///…`` or
+``postgres://…``) reads an already filled database instead, e.g. the 1,000,000-run one of
+``bench/scale_fill.py``, and changes nothing in it.
 
-It reports; it does not fail on a scan (issue 17 is about removing them). It fails
-only when a page does not answer 200.
+Each page that lists or charts a bounded slice of the history is fetched once with
+Django's test client while its SQL is captured; every captured SELECT is run again:
+
+* SQLite: under ``EXPLAIN QUERY PLAN``. A step ``SCAN <table>`` reads every row of the
+  table unless it needs no sort (no ``TEMP B-TREE``) and stops at a LIMIT;
+* PostgreSQL: under ``EXPLAIN (ANALYZE, FORMAT JSON)``, which runs it: the rows each scan
+  of a kvlab table actually read (actual rows × loops), summed per statement. A page whose
+  statements read more than ``--bound`` rows (default 25,000: the largest slice a page
+  shows is 20,000 runs) is listed with its plan.
+
+The script prints, per page, its queries and what they read; the results go to
+bench/out/explain_plans_<engine>.json. It reports; it fails only when a page does not
+answer 200.
 
 Usage (from the repository root)::
 
-    .venv/bin/python bench/explain_plans.py [--runs N] [--smoke] [--out DIR]
+    .venv/bin/python bench/explain_plans.py [--engine sqlite|postgres] [--runs N]
+        [--database-url URL] [--bound ROWS] [--smoke] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import sys
 import tempfile
@@ -41,20 +55,71 @@ def pages() -> list[tuple[str, str]]:
     from benchmarks.models import Run
 
     first, second = Run.objects.order_by("pk").values_list("pk", flat=True)[:2]
-    model = Run.objects.values_list("model", flat=True).first()
+    model = Run.objects.order_by("pk").values_list("model", flat=True).first()
+    label = Run.objects.order_by("pk").values_list("label", flat=True).first()
+    runs = reverse("run-list")
     return [
         ("home", reverse("home")),
-        ("run list", reverse("run-list")),
-        ("run list, 200, by tok/s", reverse("run-list") + "?per_page=200&sort=-tok_s"),
-        ("run list, a model's failed runs", reverse("run-list") + f"?model={model}&outcome=failed"),
+        ("run list", runs),
+        ("run list, 200 rows", runs + "?per_page=200"),
+        ("run list, 200, by tok/s ↓", runs + "?per_page=200&sort=-tok_s"),
+        ("run list, 200, by tok/s ↑", runs + "?per_page=200&sort=tok_s"),
+        ("run list, by label ↑", runs + "?sort=label"),
+        ("run list, by concurrency ↓", runs + "?sort=-concurrency"),
+        ("run list, a model's failed runs", runs + f"?model={model}&outcome=failed"),
+        ("run list, a model by tok/s", runs + f"?model={model}&sort=-tok_s"),
+        ("run list, no request counted", runs + "?outcome=unknown"),
+        ("run list, a date range", runs + "?date_from=2026-03-01&date_to=2026-03-31"),
+        ("run list, last page", runs + "?page=200"),
         ("run page", reverse("run-detail", args=[first])),
         ("compare", reverse("run-compare") + f"?run={first}&run={second}"),
         ("timeline", reverse("chart-timeline")),
+        ("timeline, a label", reverse("chart-timeline") + f"?label={label}"),
         ("load curve", reverse("chart-load") + f"?model={model}"),
         ("regressions", reverse("chart-regressions")),
         ("jobs", reverse("job-list")),
         ("sweeps", reverse("sweep-list")),
+        ("imports", reverse("import-list")),
     ]
+
+
+def sqlite_plan(cursor: Any, sql: str) -> dict[str, Any] | None:
+    cursor.execute("EXPLAIN QUERY PLAN " + sql)
+    plan = [str(row[-1]) for row in cursor.fetchall()]
+    tables = sorted({m.group(1) for line in plan for m in [SCAN.search(line)] if m and m.group(1).startswith(TABLES)})
+    if not tables:
+        return None
+    # A scan in index order that stops at a LIMIT, with no sort, reads at most that many rows.
+    limit = LIMIT.search(sql)
+    bounded = limit is not None and not any("TEMP B-TREE" in line for line in plan)
+    return {"sql": sql[:400], "tables": tables, "plan": plan, "reads_at_most": int(limit.group(1)) if bounded else None}
+
+
+def _scanned(node: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """(node type, relation, rows read) of every scan of a kvlab table under a plan node."""
+    found = []
+    relation = node.get("Relation Name", "")
+    if relation.startswith(TABLES) and "Scan" in node["Node Type"]:
+        rows = int(node.get("Actual Rows", 0) + node.get("Rows Removed by Filter", 0))
+        found.append((node["Node Type"], relation, rows * int(node.get("Actual Loops", 1))))
+    for child in node.get("Plans", ()):
+        found.extend(_scanned(child))
+    return found
+
+
+def postgres_plan(cursor: Any, sql: str) -> dict[str, Any]:
+    cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql)
+    raw = cursor.fetchone()[0]
+    root = (json.loads(raw) if isinstance(raw, str) else raw)[0]
+    scans = _scanned(root["Plan"])
+    cursor.execute("EXPLAIN " + sql)
+    return {
+        "sql": sql[:400],
+        "rows_read": sum(rows for _, _, rows in scans),
+        "scans": [{"node": n, "table": t, "rows": r} for n, t, r in scans],
+        "ms": round(root.get("Execution Time", 0.0), 2),
+        "plan": [row[0] for row in cursor.fetchall()],
+    }
 
 
 def plans(client: Any, url: str) -> dict[str, Any]:
@@ -65,47 +130,22 @@ def plans(client: Any, url: str) -> dict[str, Any]:
         response = client.get(url)
     assert response.status_code == 200, f"{url}: status {response.status_code}"
     queries = [q["sql"] for q in captured.captured_queries]
-    scans = []
+    statements = []
     with connection.cursor() as cursor:
         for sql in queries:
             if not sql.lstrip().upper().startswith("SELECT"):
                 continue
-            cursor.execute("EXPLAIN QUERY PLAN " + sql)
-            plan = [str(row[-1]) for row in cursor.fetchall()]
-            tables = sorted(
-                {m.group(1) for line in plan for m in [SCAN.search(line)] if m and m.group(1).startswith(TABLES)}
-            )
-            if tables:
-                # A scan in rowid order that stops at a LIMIT, with no sort, reads at most that many rows.
-                limit = LIMIT.search(sql)
-                bounded = limit is not None and not any("TEMP B-TREE" in line for line in plan)
-                scans.append(
-                    {
-                        "sql": sql[:400],
-                        "tables": tables,
-                        "plan": plan,
-                        "reads_at_most": int(limit.group(1)) if bounded and limit else None,
-                    }
-                )
-    return {"url": url, "queries": len(queries), "scans": scans}
+            found = sqlite_plan(cursor, sql) if connection.vendor == "sqlite" else postgres_plan(cursor, sql)
+            if found:
+                statements.append(found)
+    return {"url": url, "queries": len(queries), "statements": statements}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=100_000)
-    args = common.parse_args(parser, argv, smoke={"runs": 500})
-    with tempfile.TemporaryDirectory(prefix="kvlab-explain-") as tmp:
-        common.setup_migrated_django(Path(tmp))
-        from django.test import Client
-
-        synthetic.insert_lab(args.runs, requests_of_first=200)
-        client = Client()
-        found = {name: plans(client, url) for name, url in pages()}
-    print(f"\nEXPLAIN QUERY PLAN of every page query, {args.runs:,} runs (SQLite)")
+def report_sqlite(found: dict[str, Any]) -> None:
     for name, result in found.items():
-        full = [scan for scan in result["scans"] if scan["reads_at_most"] is None]
-        tables = sorted({t for scan in full for t in scan["tables"]})
-        bounded = len(result["scans"]) - len(full)
+        full = [s for s in result["statements"] if s["reads_at_most"] is None]
+        tables = sorted({t for s in full for t in s["tables"]})
+        bounded = len(result["statements"]) - len(full)
         verdict = "no full scan" if not tables else "reads all of " + ", ".join(tables)
         if bounded:
             verdict += f" ({bounded} scan{'s' if bounded > 1 else ''} stopped by a LIMIT)"
@@ -114,7 +154,90 @@ def main(argv: list[str] | None = None) -> int:
             print(f"      {scan['sql'][:160]}")
             for line in scan["plan"]:
                 print(f"        {line}")
-    common.write_results(args.out, "explain_plans", {"runs": args.runs, "pages": found, **common.machine()})
+
+
+def report_postgres(found: dict[str, Any], bound: int) -> None:
+    print(f"  {'page':<34} {'queries':>7} {'rows read':>11} {'SQL ms':>8}  verdict (bound {bound:,} rows)")
+    for name, result in found.items():
+        rows = sum(s["rows_read"] for s in result["statements"])
+        ms = sum(s["ms"] for s in result["statements"])
+        result["rows_read"] = rows
+        verdict = "bounded" if rows <= bound else "READS MORE"
+        print(f"  {name:<34} {result['queries']:>7} {rows:>11,} {ms:>8.1f}  {verdict}")
+        if rows > bound:
+            for statement in sorted(result["statements"], key=lambda s: -s["rows_read"])[:2]:
+                print(f"      {statement['rows_read']:,} rows: {statement['sql'][:160]}")
+                for line in statement["plan"][:14]:
+                    print(f"        {line}")
+
+
+def fill(runs: int) -> None:
+    """The lab, a few jobs and sweeps; then the planner's statistics."""
+    from django.core.management.color import no_style
+    from django.db import connection
+
+    from benchmarks.models import Job, LaunchHost, RequestResult, Run, Server, Sweep
+
+    synthetic.insert_lab(runs, requests_of_first=200)
+    server = Server.objects.create(name="gpu-box", base_url="http://127.0.0.1:8080")
+    Job.objects.bulk_create(Job(server=server, label=f"job {i}", params={}) for i in range(500))
+    host = LaunchHost.objects.create(name="gpu-host")
+    Sweep.objects.bulk_create(Sweep(host=host, model_file="m.gguf", label=f"sweep {i}", params={}) for i in range(50))
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":  # insert_lab gives the ids itself
+            for sql in connection.ops.sequence_reset_sql(no_style(), [Run, RequestResult]):
+                cursor.execute(sql)
+        cursor.execute("ANALYZE")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--database-url", help="an already filled database to read (nothing is written to it)")
+    parser.add_argument("--bound", type=int, default=25_000, help="rows a bounded page may read (PostgreSQL)")
+    parser.add_argument("--pg-database", default="kvlab_explain", help="the scratch PostgreSQL database's name")
+    args = common.parse_args(parser, argv, smoke={"runs": 500})
+    if args.database_url:
+        args.engine = "sqlite" if args.database_url.startswith("sqlite") else "postgres"
+    from bounded_pages import drop_postgres_database, postgres_database
+
+    with tempfile.TemporaryDirectory(prefix="kvlab-explain-") as tmp:
+        pg_admin = None
+        os.environ.update(common.scratch_env(Path(tmp), allowed_hosts="testserver"))
+        if args.database_url:
+            os.environ["DATABASE_URL"] = args.database_url
+            common.start_django()
+        elif args.engine == "postgres":
+            pg_admin, os.environ["DATABASE_URL"] = postgres_database(None, args.pg_database)
+            common.start_django()
+        else:
+            common.start_django()
+        try:
+            from django.core.management import call_command
+            from django.db import connections
+            from django.test import Client
+
+            from benchmarks.models import Run
+
+            if not args.database_url:
+                call_command("migrate", verbosity=0)
+                fill(args.runs)
+            n_runs = Run.objects.count()
+            found = {name: plans(Client(), url) for name, url in pages()}
+            connections.close_all()
+        finally:
+            if pg_admin:
+                drop_postgres_database(pg_admin, args.pg_database)
+    if args.engine == "sqlite":
+        print(f"\nEXPLAIN QUERY PLAN of every page query, {n_runs:,} runs (SQLite)")
+        report_sqlite(found)
+    else:
+        print(f"\nEXPLAIN ANALYZE of every page query, {n_runs:,} runs (PostgreSQL): rows read from kvlab's tables")
+        report_postgres(found, args.bound)
+    print(f"  (command: .venv/bin/python bench/explain_plans.py {' '.join(argv if argv is not None else sys.argv[1:])})")
+    results = {"engine": args.engine, "runs": n_runs, "pages": found, **common.machine()}
+    common.write_results(args.out, f"explain_plans_{args.engine}", results)
     return 0
 
 

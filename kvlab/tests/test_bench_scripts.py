@@ -190,9 +190,12 @@ def test_sizing_speed_sizes_every_catalogue_model_and_reads_a_head_both_ways(tmp
 
 def test_explain_plans_reads_the_plan_of_every_page_query(tmp_path: Path) -> None:
     stdout = smoke("explain_plans.py", tmp_path)
-    found = results(tmp_path, "explain_plans")["pages"]
-    assert {"run list", "timeline", "regressions", "run page"} <= set(found)
+    found = results(tmp_path, "explain_plans_sqlite")["pages"]
+    assert {"run list", "timeline", "regressions", "run page", "jobs", "sweeps"} <= set(found)
     assert all(page["queries"] >= 1 for page in found.values())
-    # the run list's page count reads every run: the check must see it (issue 17 removes it)
-    assert any("benchmarks_run" in scan["tables"] for scan in found["run list"]["scans"])
+    # every statement that reads a table is listed with its plan; the run list's page, a walk down
+    # run_started_idx, is one that stops at its LIMIT (issue 17: it was a count of every run)
+    listed = found["run list"]["statements"]
+    assert listed and all(s["plan"] and s["tables"] for s in listed)
+    assert any(s["reads_at_most"] == 50 for s in listed), listed
     assert "EXPLAIN QUERY PLAN of every page query" in stdout
