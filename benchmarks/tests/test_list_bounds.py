@@ -144,3 +144,27 @@ def test_a_load_curve_averages_the_latest_runs_of_its_model_and_says_older_ones_
     monkeypatch.setattr(chart_views, "LOAD_CURVE_RUNS", 6)
     html = client.get(reverse("chart-load"), {"model": "m.gguf"}).content.decode()
     assert "older runs are left out" not in html
+
+
+def _seqs(html: str) -> list[int]:
+    # the page shows seq + 1 (request 1 is seq 0)
+    return [int(s) - 1 for s in re.findall(r'<tr class="(?:ok|failed)">\s*<td class="num">(\d+)</td>', html)]
+
+
+@pytest.mark.parametrize("gaps", [False, True])
+def test_a_run_page_past_the_first_is_found_by_its_seq_range_when_the_requests_are_numbered_without_gaps(client, gaps):
+    from benchmarks.models import RequestResult
+
+    from .test_bounded_pages import _run_with_requests
+
+    run = _run_with_requests(450)
+    if gaps:  # a cancelled job's unsent requests: seq 10-19 never recorded
+        RequestResult.objects.filter(run=run, seq__gte=10, seq__lt=20).delete()
+        run.refresh_summary()
+    with CaptureQueriesContext(connection) as queries:
+        html = client.get(reverse("run-detail", args=[run.pk]), {"page": 2}).content.decode()
+    expected = [s for s in range(450) if not (gaps and 10 <= s < 20)][200:400]
+    assert _seqs(html) == expected  # the same page either way
+    page_sql = [q["sql"] for q in queries if '"http_status"' in q["sql"] and "LIMIT 200" in q["sql"]]
+    assert len(page_sql) == 1
+    assert ("OFFSET" in page_sql[0]) == gaps, page_sql  # no rows skipped unless the numbers have gaps

@@ -290,25 +290,26 @@ PAGES = [
         5,
         lambda h: [*_run_links(h), 'id="trend-figure"', 'id="failures-figure"'],
     ),
-    # the model, GPU and label choices (only when the form is drawn); the points; session, user
-    Page("timeline", lambda h: reverse("chart-timeline"), 4, _timeline),
-    Page("timeline-htmx", lambda h: reverse("chart-timeline"), 1, _timeline, htmx=True),
+    # the model, GPU and label choices (only when the form is drawn); how many runs the range holds (at
+    # most timeline_data.RAW_MAX + 1: a few are drawn raw); the points; session, user
+    Page("timeline", lambda h: reverse("chart-timeline"), 5, _timeline),
+    Page("timeline-htmx", lambda h: reverse("chart-timeline"), 2, _timeline, htmx=True),
     # the runs; their requests; session, user
     Page("chart-compare", lambda h: reverse("chart-compare"), 4, _compare_chart, params=_run_ids),
     Page("chart-compare-htmx", lambda h: reverse("chart-compare"), 2, _compare_chart, params=_run_ids, htmx=True),
-    # does a run hold the model; the model choices (only when the form is drawn); the points per
-    # concurrency; session, user
+    # does a run hold the model; the model choices (only when the form is drawn); are there more runs
+    # than a curve reads (issue 17); the points per concurrency; session, user
     Page(
         "load-curve",
         lambda h: reverse("chart-load"),
-        5,
+        6,
         lambda h: ['id="load-figure-plot"'],
         params=lambda h: {"model": MODEL},
     ),
     Page(
         "load-curve-htmx",
         lambda h: reverse("chart-load"),
-        2,
+        3,
         lambda h: ['id="load-figure-plot"'],
         params=lambda h: {"model": MODEL},
         htmx=True,
