@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .charts import regression_views
+from .charts import regression_views, vendor
 from .charts import views as chart_views
 from .history import views
 from .jobs import views as job_views
@@ -12,7 +12,7 @@ urlpatterns = [
     path("charts/compare/", chart_views.compare_chart, name="chart-compare"),
     path("charts/load/", chart_views.load_curve, name="chart-load"),
     path("charts/regressions/", regression_views.regressions, name="chart-regressions"),
-    path("vendor/plotly.min.js", chart_views.plotly_js, name="plotly-js"),
+    path("vendor/plotly.min.js", vendor.plotly_js, name="plotly-js"),
     path("runs/", views.run_list, name="run-list"),
     path("runs/values/", views.value_suggestions, name="run-values"),
     path("runs/<int:pk>/", views.run_detail, name="run-detail"),

@@ -9,14 +9,12 @@ from __future__ import annotations
 import csv
 import io
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import plotly
 from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Subquery
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, NullIf, TruncDate
-from django.http import FileResponse, HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -31,7 +29,6 @@ from . import figures, series
 from .forms import ChartForm, LoadCurveForm
 
 MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
 VALUE_FIELDS = (
     "pk",
     "key",
@@ -59,14 +56,6 @@ TOOL_FIELDS = ("tool", "source", "engine", "server_flags", "request_rate")
 TOOL_FIGURES = (
     Q(provenance__has_key="throughput_tok_s") | Q(provenance__has_key="tok_s_mean") | Q(provenance__has_key="ttft_p95")
 )
-
-
-@require_GET
-def plotly_js(request: HtmxHttpRequest) -> FileResponse:
-    """Plotly's JavaScript from the installed package: kvlab works offline."""
-    response = FileResponse(PLOTLY_JS.open("rb"), content_type="text/javascript")
-    response["Cache-Control"] = "public, max-age=31536000, immutable"
-    return response
 
 
 def with_success_rate(runs: QuerySet[Run]) -> QuerySet[Run]:

@@ -117,3 +117,20 @@ def test_a_static_file_without_collectstatic_goes_out_as_it_is(client: Client) -
     assert response.status_code == 200
     assert not response.has_header("Content-Encoding")
     assert body_of(response) == (settings.BASE_DIR / "static" / "css" / "kvlab.css").read_bytes()
+
+
+def test_plotly_js_is_compressed_once_and_served_plain_to_a_client_that_cannot_take_gzip(client: Client) -> None:
+    from benchmarks.charts import vendor
+
+    vendor.plotly_gzip.cache_clear()
+    first = client.get(reverse("plotly-js"), **GZIP)
+    second = client.get(reverse("plotly-js"), **GZIP)
+    plain = client.get(reverse("plotly-js"))
+
+    assert vendor.plotly_gzip.cache_info().misses == 1  # compressed once, then from memory
+    assert body_of(first) == body_of(second)
+    assert gzip.decompress(body_of(first)) == body_of(plain) == vendor.PLOTLY_JS.read_bytes()
+    assert not plain.has_header("Content-Encoding")
+    for response in (first, plain):
+        assert "Accept-Encoding" in response["Vary"]
+        assert response["Cache-Control"] == "public, max-age=31536000, immutable"
