@@ -695,6 +695,35 @@ class Regression:
     history: int
 
 
+class Comparison(NamedTuple):
+    baseline: float  # the median of the earlier values
+    change: float  # relative, signed so that negative is worse
+    spread: float | None  # their standard deviation, with three or more
+    history: int  # how many earlier values
+
+
+def baseline_comparison(now: float | None, past: Sequence[float], metric: Metric) -> Comparison | None:
+    """The latest value against the median of the earlier ones, when the latest is worse.
+
+    Worse means a change in the metric's bad direction and, with three or more earlier values,
+    beyond two standard deviations of them (their spread); None otherwise, or with nothing to
+    compare. The one rule of the regressions page: its thresholds then only ask "by how much".
+    """
+    if now is None or not past:
+        return None
+    base = statistics.median(past)
+    if base == 0:
+        return None
+    change = (now - base) / abs(base)
+    worse = -change if metric.higher_is_better else change
+    if not worse > 0:
+        return None
+    spread = statistics.stdev(past) if len(past) >= 3 else None
+    if spread is not None and not abs(now - base) > 2 * spread:
+        return None
+    return Comparison(base, -worse, spread, len(past))
+
+
 def regressions(
     rows: Sequence[Mapping[str, Any]], metrics: Sequence[Metric], thresholds: Mapping[str, float], *, window: int = 10
 ) -> list[Regression]:
@@ -702,8 +731,7 @@ def regressions(
 
     A series is one configuration under one workload within a group: a run is compared
     only with runs like it (concurrency 3 against concurrency 1 is no regression).
-    Worse means beyond the metric's threshold (a fraction) and, with three or more
-    earlier runs, also beyond two standard deviations of those runs (their spread).
+    Worse means beyond the metric's threshold (a fraction) and baseline_comparison's rule.
     """
     by_series: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -712,34 +740,28 @@ def regressions(
     for runs in by_series.values():
         latest, earlier = runs[-1], runs[-1 - window : -1]
         for metric in metrics:
-            now = latest.get(metric.column)
             past = [r[metric.column] for r in earlier if r.get(metric.column) is not None]
-            if now is None or not past:
-                continue
-            base = statistics.median(past)
-            if base == 0:
-                continue
-            change = (now - base) / abs(base)
-            worse = -change if metric.higher_is_better else change
-            spread = statistics.stdev(past) if len(past) >= 3 else None
-            if worse > thresholds.get(metric.key, 0.05) and (spread is None or abs(now - base) > 2 * spread):
-                found.append(
-                    Regression(
-                        group=latest["group"],
-                        configuration=f"{latest.get('model') or '?'} on {latest.get('gpu') or '?'}: "
-                        + series.flags_label(latest),
-                        workload=series.workload_label(latest),
-                        metric=metric,
-                        latest=now,
-                        baseline=base,
-                        change=change if metric.higher_is_better else -change,
-                        spread=spread,
-                        latest_run_id=latest["pk"],
-                        latest_key=latest["key"],
-                        history=len(past),
-                    )
-                )
+            compared = baseline_comparison(latest.get(metric.column), past, metric)
+            if compared is not None and -compared.change > thresholds.get(metric.key, 0.05):
+                found.append(regression(latest, metric, compared))
     return sorted(found, key=lambda r: r.change)
+
+
+def regression(latest: Mapping[str, Any], metric: Metric, compared: Comparison) -> Regression:
+    """A row of the regressions page: the latest run (its group, fields, pk and key) and its comparison."""
+    return Regression(
+        group=latest["group"],
+        configuration=f"{latest.get('model') or '?'} on {latest.get('gpu') or '?'}: " + series.flags_label(latest),
+        workload=series.workload_label(latest),
+        metric=metric,
+        latest=latest[metric.column],
+        baseline=compared.baseline,
+        change=compared.change,
+        spread=compared.spread,
+        latest_run_id=latest["pk"],
+        latest_key=latest["key"],
+        history=compared.history,
+    )
 
 
 def failures_by_day(days: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

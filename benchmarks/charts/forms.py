@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from ..history.baselines import WINDOWS
 from ..history.forms import RunFilterForm, ValueFilterField, offer_top
 from . import figures
 
@@ -44,7 +45,10 @@ class LoadCurveForm(forms.Form):
 
 class RegressionForm(forms.Form):
     group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)
-    window = forms.IntegerField(min_value=2, max_value=100, required=False, initial=10)
+    # The windows history.baselines keeps compared as runs arrive: the page never ranks the history itself.
+    window = forms.TypedChoiceField(
+        choices=[(w, f"previous {w} runs") for w in WINDOWS], coerce=int, required=False, initial=10
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

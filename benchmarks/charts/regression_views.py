@@ -1,54 +1,79 @@
-"""The regressions page: series whose latest run is worse than the runs before it."""
+"""The regressions page: series whose latest run is worse than the runs before it.
+
+It reads what history.baselines keeps as runs arrive, never the history itself: the worst
+comparisons beyond the thresholds (an index range per metric), how many there are (counted up to
+MAX_COUNTED), and, when none is worse, the series it looked at (walked one by one, up to MAX_COUNTED).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import F, Window
-from django.db.models.functions import RowNumber
+from django.db import transaction
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
 from kvlab.http import HtmxHttpRequest
 
-from ..models import Run
-from . import figures, series
+from ..history import baselines, derived
+from . import figures
 from .forms import RegressionForm
-from .views import _render, with_success_rate
+from .views import _render
 
 MAX_REGRESSIONS_SHOWN = 100  # the worst ones; the page says how many more there are
+MAX_COUNTED = 1_000  # regressions and series are counted up to this many; more read "1,000+"
+# Runs stored by neither an import nor a job (a bulk fill) are filed when the page is viewed, up to
+# this many at once; past it, the page says so and `manage.py rebuild_derived` files them.
+MAX_FILED_ON_VIEW = 10_000
+FAMILY_OF = {"label": "label", "server": "server"}  # every other grouping's groups are made of whole series
 
 
 @require_GET
 def regressions(request: HtmxHttpRequest) -> HttpResponse:
     form = RegressionForm(request.GET)
-    context: dict[str, Any] = {"form": form, "page_title": "Regressions"}
+    context: dict[str, Any] = {"form": form, "page_title": "Regressions", "windows": baselines.WINDOWS}
     if not form.is_valid():
         return _render(request, "charts/regressions.html", context, status=400)
     grouping = form.cleaned_data.get("group") or "label"
-    fields = figures.GROUPINGS[grouping][1]
     window = form.cleaned_data.get("window") or 10
-    columns = [m.column for m in figures.METRICS.values()]
-    # Only the latest window + 1 runs of each group matter: rank them in SQL.
-    # Within each group, a run is compared only with runs of its configuration and workload.
-    partition = list(dict.fromkeys((*fields, *series.SERIES_FIELDS)))
-    ranked = with_success_rate(Run.objects.exclude(started_at=None)).annotate(
-        rank=Window(
-            RowNumber(), partition_by=[F(f) for f in partition], order_by=[F("started_at").desc(), F("id").desc()]
+    family = FAMILY_OF.get(grouping, "series")
+
+    def read() -> tuple[list[dict[str, Any]], int, int]:
+        return baselines.worst(
+            family,
+            window,
+            form.thresholds(),
+            limit=MAX_REGRESSIONS_SHOWN,
+            count_up_to=MAX_COUNTED,
+            unfiled_up_to=MAX_FILED_ON_VIEW,
         )
-    )
-    rows = list(ranked.filter(rank__lte=window + 1).values("pk", "key", "started_at", *partition, *columns))
-    rows.sort(key=lambda r: (r["started_at"], r["pk"]))
+
+    rows, n_found, n_unfiled = read()
+    if 0 < n_unfiled <= MAX_FILED_ON_VIEW:
+        with transaction.atomic():
+            derived.runs_changed(baselines.unfiled_runs(MAX_FILED_ON_VIEW))
+        rows, n_found, n_unfiled = read()
+    found = []
     for row in rows:
         row["group"] = figures.group_name(row, grouping)
-    found = figures.regressions(rows, list(figures.METRICS.values()), form.thresholds(), window=window)
+        found.append(figures.regression(row, figures.METRICS[row["metric"]], row["compared"]))
     context.update(
-        found=found[:MAX_REGRESSIONS_SHOWN],  # the largest changes first: the page stays small
-        n_found=len(found),
+        found=found,
+        n_found=min(n_found, MAX_COUNTED),
+        found_capped=n_found > MAX_COUNTED,
         max_shown=MAX_REGRESSIONS_SHOWN,
         grouping=grouping,
         grouping_label=figures.GROUPINGS[grouping][0],
-        n_groups=len({r["group"] for r in rows}),
-        n_series=len({(r["group"], *series.key(r)) for r in rows}),
+        n_unfiled=min(n_unfiled, MAX_FILED_ON_VIEW),
+        unfiled_capped=n_unfiled > MAX_FILED_ON_VIEW,
     )
+    if not found:
+        sample = baselines.series_sample(family, MAX_COUNTED)
+        for row in sample:
+            row["group"] = figures.group_name(row, grouping)
+        context.update(
+            n_series=min(len(sample), MAX_COUNTED),
+            series_capped=len(sample) > MAX_COUNTED,
+            n_groups=len({r["group"] for r in sample}),
+        )
     return _render(request, "charts/regressions.html", context)

@@ -29,7 +29,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from ..models import FileImport, RejectedLine, RequestResult, Run
-from . import sqlite_batches
+from . import derived, sqlite_batches
 from .formats import Declared, registry
 from .jsonl import LineError, RecordError
 from .metrics import RunSummary, summarize
@@ -112,6 +112,7 @@ class _Context:
     n_new_runs: int = 0
     n_summaries: int = 0
     keys: list[str] = field(default_factory=list)  # the file's runs, for the server log
+    touched: list[int] = field(default_factory=list)  # stored runs this import added to (history.derived)
 
 
 def import_bench_file(
@@ -244,6 +245,7 @@ def _import_as_read(
         )
         if context.server_log is not None:
             _attach_server_log(context.keys, context.server_log)
+        _report_changed_runs(file_import, context)
         return file_import
 
 
@@ -404,7 +406,14 @@ def _store(parsed: SpilledFile, meta: dict[str, Any], context: _Context) -> File
     file_import.save(update_fields=["n_imported", "n_duplicate", "n_runs", "n_summaries", "n_new_runs"])
     if context.server_log is not None:
         _attach_server_log(context.keys, context.server_log)
+    _report_changed_runs(file_import, context)
     return file_import
+
+
+def _report_changed_runs(file_import: FileImport, context: _Context) -> None:
+    """The tables derived from the runs learn of the import's new runs and of the stored runs it added to."""
+    new = Run.objects.filter(first_import=file_import).values_list("pk", flat=True) if context.n_new_runs else []
+    derived.runs_changed([*new, *context.touched])
 
 
 def _attach_server_log(keys: list[str], log: ServerLog) -> None:
@@ -514,6 +523,7 @@ def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run], context
     builder.insert(rows)
     for run in touched:
         run.refresh_summary()
+    context.touched.extend(run.pk for run in touched)
     return len(rows)
 
 

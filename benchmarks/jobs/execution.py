@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from sizing.cmdline import parse_command
 
+from ..history import derived
 from ..history.errors import OTHER
 from ..history.records import MAX_INT, REQUEST_FIELD_NAMES, content_hash, storable_json, storable_text
 from ..models import Job, RequestResult, Run
@@ -116,6 +117,7 @@ def _run(job: Job, target: Target) -> str:
             rate=rate,
         )
         run.refresh_summary()
+        derived.runs_changed([run.pk])  # the regressions page compares it from now on
         if final_state != Job.State.SUCCEEDED:
             break
     cancelled = final_state == Job.State.CANCELLED

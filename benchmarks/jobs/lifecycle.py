@@ -18,6 +18,7 @@ from django.utils import timezone
 from kvlab.celery import app as celery_app
 
 from .. import tasks
+from ..history import derived
 from ..history.metrics import at_rank
 from ..models import Job, RequestResult, Run, Server
 from ..models.jobs import WORKER_LOST
@@ -85,7 +86,9 @@ def reap_stale_jobs(max_silence_s: int | None = None, now_fn: Callable[[], Any] 
             f"or lost; {recorded} request result(s) were recorded and are kept"
         )
         if Job.fail_silent(pk, heartbeat, error, n_running=0, live=[]):
-            for run in Run.objects.filter(job_id=pk):
+            runs = list(Run.objects.filter(job_id=pk))
+            for run in runs:
                 run.refresh_summary()
+            derived.runs_changed(run.pk for run in runs)
             reaped.append(pk)
     return reaped

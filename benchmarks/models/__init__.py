@@ -1,10 +1,12 @@
 """Benchmark history (runs, requests, imports) and execution (servers, jobs)."""
 
+from .baselines import BaselineComparison, SeriesRun
 from .history import FileImport, RejectedLine, RequestResult, Run
 from .jobs import Job, Server
 from .sweeps import CalibrationPoint, LaunchHost, Sweep, SweepConfig
 
 __all__ = [
+    "BaselineComparison",
     "CalibrationPoint",
     "FileImport",
     "Job",
@@ -12,6 +14,7 @@ __all__ = [
     "RejectedLine",
     "RequestResult",
     "Run",
+    "SeriesRun",
     "Server",
     "Sweep",
     "SweepConfig",

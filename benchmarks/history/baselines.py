@@ -1,0 +1,346 @@
+"""Keep the regressions page's tables (models.baselines) current as runs change, and read them.
+
+A dated run is filed under its series (SeriesRun) by a 64-bit hash of its configuration and
+workload (charts.series.SERIES_FIELDS), computed in SQL: the fields quoted as SQL literals (NULL
+apart from '', every float exact), joined, and hashed (md5 on PostgreSQL; on SQLite, which has
+no hash, blake2b through a function registered on the connection). When runs change, each series
+they were or are in is compared again, per family (alone, within a label, within a server):
+its latest DEPTH runs are read down an index, and charts.figures.baseline_comparison decides,
+for every window of WINDOWS and every metric, whether the latest run is worse (BaselineComparison
+keeps only those). A series with a single run has nothing to compare: a new run alone in its
+series costs one row and no comparison, which keeps an import of new series cheap.
+
+The grouping of the page is honoured exactly as the window query it replaces did: a series
+is one configuration and workload within one group name ("(none)" for no label); the server
+family tells servers apart by id, so a server named "(none)" is not merged with runs of no server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from django.db import connection
+
+from ..charts import figures, series
+from ..models.baselines import BaselineComparison, SeriesRun
+
+WINDOWS = (5, 10, 20, 50)  # the windows the regressions page offers: each is kept compared
+DEPTH = max(WINDOWS) + 1  # a series' latest run and the runs its widest window compares it with
+FAMILY_COLUMNS = {  # the SeriesRun columns that tell a family's series apart
+    BaselineComparison.Family.SERIES: ("series_key",),
+    BaselineComparison.Family.LABEL: ("series_key", "label"),
+    BaselineComparison.Family.SERVER: ("series_key", "server_pk"),
+}
+PARTITIONS_PER_QUERY = 300  # series read (and replaced) per statement
+METRICS = list(figures.METRICS.values())
+VALUE_COLUMNS = tuple(m.column for m in METRICS if m.column != "success_rate")
+
+Partition = tuple[int, str, int]  # (series_key, label, server_pk), the columns a family ignores blank
+
+
+def _q(name: str) -> str:
+    return connection.ops.quote_name(name)
+
+
+RUN = _q("benchmarks_run")
+MEMBERS = _q(SeriesRun._meta.db_table)
+COMPARED = _q(BaselineComparison._meta.db_table)
+
+
+def _hash64(text: str) -> int:
+    return int.from_bytes(
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big", signed=True
+    )
+
+
+def _series_key(alias: str) -> str:
+    """SQL: the series key of the run `alias`, on either engine."""
+    normalised = {"request_rate": f"({alias}.{_q('request_rate')} + 0.0)"}  # -0.0 is 0.0, as SQL compares
+    if connection.vendor == "postgresql":
+        fields = " || ',' || ".join(
+            f"quote_nullable({normalised.get(f, f'{alias}.{_q(f)}')})" for f in series.SERIES_FIELDS
+        )
+        return f"('x' || substr(md5({fields}), 1, 16))::bit(64)::bigint"
+    connection.ensure_connection()
+    connection.connection.create_function("kvlab_series_hash", 1, _hash64, deterministic=True)
+    fields = " || ',' || ".join(f"quote({normalised.get(f, f'{alias}.{_q(f)}')})" for f in series.SERIES_FIELDS)
+    return f"kvlab_series_hash({fields})"
+
+
+def _in(column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
+    """SQL and its one parameter: column is one of values (however many)."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [list(values)]
+    return f"{column} IN (SELECT value FROM json_each(%s))", [json.dumps(list(values))]
+
+
+def _file(cursor: Any, where: str, params: Sequence[Any]) -> None:
+    """File the dated runs matching `where` (on the run r) under their series."""
+    job = _q("benchmarks_job")
+    cursor.execute(
+        f"INSERT INTO {MEMBERS} ({_q('run_id')}, {_q('series_key')}, {_q('label')}, {_q('server_pk')},"
+        f" {_q('started_at')})"
+        f" SELECT r.{_q('id')}, {_series_key('r')},"
+        f" CASE WHEN r.{_q('label')} = '' THEN '(none)' ELSE r.{_q('label')} END,"
+        f" COALESCE(j.{_q('server_id')}, 0), r.{_q('started_at')}"
+        f" FROM {RUN} r LEFT JOIN {job} j ON j.{_q('id')} = r.{_q('job_id')}"
+        f" WHERE r.{_q('started_at')} IS NOT NULL AND {where}",
+        params,
+    )
+
+
+def runs_changed(run_ids: Iterable[int]) -> None:
+    """File the runs (new, changed or deleted) under their series again and compare those series again."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return
+    in_ids, params = _in(_q("run_id"), ids)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_q('series_key')}, {_q('label')}, {_q('server_pk')} FROM {MEMBERS} WHERE {in_ids}", params
+        )
+        before = cursor.fetchall()
+        if before:
+            cursor.execute(f"DELETE FROM {MEMBERS} WHERE {in_ids}", params)
+        _file(cursor, _in("r." + _q("id"), ids)[0], params)
+        # Only a series that holds another run has anything to compare (or had, when it is in `before`).
+        member_of_ids = _in("m." + _q("run_id"), ids)[0]
+        cursor.execute(
+            f"SELECT m.{_q('series_key')}, m.{_q('label')}, m.{_q('server_pk')} FROM {MEMBERS} m"
+            f" WHERE {member_of_ids} AND EXISTS (SELECT 1 FROM {MEMBERS} o"
+            f" WHERE o.{_q('series_key')} = m.{_q('series_key')} AND o.{_q('run_id')} <> m.{_q('run_id')})",
+            params,
+        )
+        shared = cursor.fetchall()
+        rows = [*before, *shared]
+        _compare_again(cursor, {family: {_partition(row, family) for row in rows} for family in FAMILY_COLUMNS})
+
+
+def rebuild() -> None:
+    """File every dated run and compare every series that holds two or more, from the runs table alone."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {COMPARED}")
+        cursor.execute(f"DELETE FROM {MEMBERS}")
+        _file(cursor, "1 = 1", [])
+        partitions: dict[str, set[Partition]] = {}
+        for family, columns in FAMILY_COLUMNS.items():
+            names = ", ".join(_q(c) for c in columns)
+            blanks = {"label": "''", "server_pk": "0"}
+            selected = ", ".join(_q(c) if c in columns else blanks[c] for c in ("series_key", "label", "server_pk"))
+            cursor.execute(f"SELECT {selected} FROM {MEMBERS} GROUP BY {names} HAVING COUNT(*) > 1")
+            partitions[family] = set(cursor.fetchall())
+        _compare_again(cursor, partitions)
+
+
+def _partition(row: Sequence[Any], family: str) -> Partition:
+    """The series of `family` that a SeriesRun row (series_key, label, server_pk) is in."""
+    key, label, server = row
+    columns = FAMILY_COLUMNS[family]
+    return (key, label if "label" in columns else "", server if "server_pk" in columns else 0)
+
+
+def _chunks(items: Sequence[Partition], size: int) -> Iterator[Sequence[Partition]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _compare_again(cursor: Any, partitions: Mapping[str, set[Partition]]) -> None:
+    """Replace the comparisons of these series (per family) by their comparisons now."""
+    computed: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}  # the same runs compare alike in every family
+    columns = [
+        "family",
+        "series_key",
+        "label",
+        "server_pk",
+        "window_size",
+        "metric",
+        "latest_run_id",
+        "latest",
+        "baseline",
+        "change",
+        "spread",
+        "history",
+    ]
+    insert = f"INSERT INTO {COMPARED} ({', '.join(_q(c) for c in columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
+    for family, found in partitions.items():
+        for chunk in _chunks(sorted(found), PARTITIONS_PER_QUERY):
+            values = ", ".join(["(%s, %s, %s)"] * len(chunk))
+            flat = [v for p in chunk for v in p]
+            cursor.execute(
+                f"DELETE FROM {COMPARED} WHERE {_q('family')} = %s AND ({_q('series_key')}, {_q('label')},"
+                f" {_q('server_pk')}) IN (VALUES {values})",
+                [family, *flat],
+            )
+            rows = []
+            for partition, runs in _latest_runs(cursor, family, chunk, flat).items():
+                ids = tuple(r["id"] for r in runs)
+                if ids not in computed:
+                    computed[ids] = list(_comparisons(runs))
+                rows += [(family, *partition, *compared) for compared in computed[ids]]
+            if rows:
+                cursor.executemany(insert, rows)
+
+
+def _latest_runs(
+    cursor: Any, family: str, chunk: Sequence[Partition], flat: Sequence[Any]
+) -> dict[Partition, list[dict[str, Any]]]:
+    """The latest DEPTH dated runs of each series (newest first), each read down its index."""
+    same = " AND ".join(f"x.{_q(c)} = p.{c}" for c in FAMILY_COLUMNS[family])
+    latest = (
+        f"SELECT x.{_q('run_id')} FROM {MEMBERS} x WHERE {same}"
+        f" ORDER BY x.{_q('started_at')} DESC, x.{_q('run_id')} DESC LIMIT {DEPTH}"
+    )
+    if connection.vendor == "postgresql":
+        rows = ", ".join(["(%s::bigint, %s::text, %s::integer)"] * len(chunk))
+        members = f"CROSS JOIN LATERAL ({latest}) m"
+    else:  # no LATERAL: a correlated IN, evaluated per series down the index
+        rows = ", ".join(["(%s, %s, %s)"] * len(chunk))
+        members = f"JOIN {MEMBERS} m ON m.{_q('run_id')} IN ({latest})"
+    values = ", ".join(f"r.{_q(c)}" for c in (*VALUE_COLUMNS, "n_ok", "n_requests"))
+    cursor.execute(
+        f"WITH p (series_key, label, server_pk) AS (VALUES {rows})"
+        f" SELECT p.series_key, p.label, p.server_pk, r.{_q('id')}, {values}"
+        f" FROM p {members} JOIN {RUN} r ON r.{_q('id')} = m.{_q('run_id')}"
+        f" ORDER BY p.series_key, p.label, p.server_pk, r.{_q('started_at')} DESC, r.{_q('id')} DESC",
+        flat,
+    )
+    names = ["id", *VALUE_COLUMNS, "n_ok", "n_requests"]
+    found: dict[Partition, list[dict[str, Any]]] = {}
+    for key, label, server, *rest in cursor.fetchall():
+        run = dict(zip(names, rest, strict=True))
+        run["success_rate"] = run["n_ok"] / run["n_requests"] if run["n_requests"] else None
+        found.setdefault((key, label, server), []).append(run)
+    return found
+
+
+def _comparisons(runs: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, ...]]:
+    """(window, metric, latest run, latest, baseline, change, spread, history) where the latest run is worse."""
+    latest = runs[0]
+    by_depth: dict[int, list[tuple[Any, ...]]] = {}  # a wider window that holds no more runs answers alike
+    for window in WINDOWS:
+        earlier = runs[1 : window + 1]
+        if len(earlier) not in by_depth:
+            found = by_depth[len(earlier)] = []
+            for metric in METRICS:
+                past = [r[metric.column] for r in earlier if r[metric.column] is not None]
+                compared = figures.baseline_comparison(latest[metric.column], past, metric)
+                if compared is not None:
+                    found.append((metric.key, latest["id"], latest[metric.column], *compared))
+        yield from ((window, *row) for row in by_depth[len(earlier)])
+
+
+# --- reading: the regressions page ---------------------------------------------------------------
+
+SHOWN_RUN_FIELDS = ("key", "label", *series.SERIES_FIELDS)
+BOOLEAN_FIELDS = ("kv_unified", "kv_offload")  # SQLite hands them back as 0 and 1
+
+
+def _shown_run(r: str, s: str) -> str:
+    """SQL: the columns of the run r (and its job's server s) that a row of the page shows."""
+    return ", ".join([*(f"{r}.{_q(f)}" for f in SHOWN_RUN_FIELDS), f"{s}.{_q('name')}"])
+
+
+def _run_values(values: Sequence[Any]) -> dict[str, Any]:
+    row = dict(zip((*SHOWN_RUN_FIELDS, "job__server__name"), values, strict=True))
+    for name in BOOLEAN_FIELDS:
+        row[name] = None if row[name] is None else bool(row[name])
+    return row
+
+
+# SQL: the dated runs stored after the last one filed
+_UNFILED = (
+    f"SELECT {_q('id')} FROM {RUN} WHERE {_q('id')} > (SELECT COALESCE(MAX({_q('run_id')}), 0) FROM {MEMBERS})"
+    f" AND {_q('started_at')} IS NOT NULL"
+)
+
+
+def _joined_runs(r: str, s: str, on: str) -> str:
+    job = _q("benchmarks_job")
+    return (
+        f"JOIN {RUN} {r} ON {r}.{_q('id')} = {on}"
+        f" LEFT JOIN {job} j ON j.{_q('id')} = {r}.{_q('job_id')}"
+        f" LEFT JOIN {_q('benchmarks_server')} {s} ON {s}.{_q('id')} = j.{_q('server_id')}"
+    )
+
+
+def worst(
+    family: str, window: int, thresholds: Mapping[str, float], *, limit: int, count_up_to: int, unfiled_up_to: int
+) -> tuple[list[dict[str, Any]], int, int]:
+    """The `limit` worst comparisons beyond the thresholds, worst first (the latest run's fields with
+    each); how many there are, counted up to count_up_to + 1; and how many dated runs are not filed
+    yet (stored by neither an import nor a job), counted up to unfiled_up_to + 1. One query, each
+    part of it an index range read with a LIMIT.
+    """
+    where = f"{_q('family')} = %s AND {_q('window_size')} = %s AND {_q('metric')} = %s AND {_q('change')} < %s"
+    order = f"{_q('change')}, {_q('latest_run_id')}"
+    per_metric = [(family, window, m.key, -thresholds[m.key]) for m in METRICS]
+    top = " UNION ALL ".join(
+        f"SELECT * FROM (SELECT {_q('id')} FROM {COMPARED} WHERE {where} ORDER BY {order} LIMIT {limit}) m{i}"
+        for i, _ in enumerate(METRICS)
+    )
+    counted = " UNION ALL ".join(
+        f"SELECT * FROM (SELECT 1 AS one FROM {COMPARED} WHERE {where} LIMIT {count_up_to + 1}) m{i}"
+        for i, _ in enumerate(METRICS)
+    )
+    unfiled = f"{_UNFILED} LIMIT {unfiled_up_to + 1}"
+    shown = ", ".join(f"c.{_q(c)}" for c in ("metric", "latest", "baseline", "change", "spread", "history"))
+    runs = _joined_runs("r", "s", "c." + _q("latest_run_id"))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH top AS ({top}),"
+            f" picked AS (SELECT c.{_q('latest_run_id')} AS run_pk, {shown}, {_shown_run('r', 's')}"
+            f" FROM top JOIN {COMPARED} c ON c.{_q('id')} = top.{_q('id')} {runs}"
+            f" ORDER BY c.{_q('change')}, c.{_q('latest_run_id')} LIMIT {limit})"
+            f" SELECT n.found, n.unfiled, picked.* FROM (SELECT (SELECT COUNT(*) FROM ({counted}) k) AS found,"
+            f" (SELECT COUNT(*) FROM ({unfiled}) u) AS unfiled) n LEFT JOIN picked ON 1 = 1",
+            [v for arm in per_metric for v in arm] * 2,
+        )
+        fetched = cursor.fetchall()
+    rows = []
+    for _found, _unfiled, run_pk, *rest in fetched:
+        if run_pk is None:
+            continue
+        metric, latest, baseline, change, spread, history, *run = rest
+        row = _run_values(run) | {
+            "pk": run_pk,
+            "metric": metric,
+            "compared": figures.Comparison(baseline, change, spread, history),
+        }
+        row[figures.METRICS[metric].column] = latest
+        rows.append(row)
+    rows.sort(key=lambda row: (row["compared"].change, row["pk"]))
+    return rows, fetched[0][0], fetched[0][1]
+
+
+def unfiled_runs(up_to: int) -> list[int]:
+    """The dated runs stored after the last one filed (by neither an import nor a job: a bulk fill), at most up_to."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {_q('id')} FROM ({_UNFILED} ORDER BY {_q('id')} LIMIT %s) u", [up_to])
+        return [pk for (pk,) in cursor.fetchall()]
+
+
+def series_sample(family: str, up_to: int) -> list[dict[str, Any]]:
+    """The series of a family one by one, at most up_to + 1 of them, each with the fields of one of its runs.
+
+    A walk from series to series down the index (each step one seek, however many runs a series holds).
+    """
+    columns = FAMILY_COLUMNS[family]
+    names = ", ".join(f"x.{_q(c)}" for c in columns)
+    current = ", ".join(f"s.{c}" for c in columns)
+    after = f"({names}) > ({current})" if len(columns) > 1 else f"{names} > {current}"
+    step = ", ".join(f"(SELECT x.{_q(c)} FROM {MEMBERS} x WHERE {after} ORDER BY {names} LIMIT 1)" for c in columns)
+    same = " AND ".join(f"x.{_q(c)} = s.{c}" for c in columns)
+    one_run = f"(SELECT x.{_q('run_id')} FROM {MEMBERS} x WHERE {same} LIMIT 1)"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH RECURSIVE s ({', '.join(columns)}, n) AS ("
+            f"SELECT f.*, 1 FROM (SELECT {names} FROM {MEMBERS} x ORDER BY {names} LIMIT 1) f"
+            f" UNION ALL SELECT {step}, s.n + 1 FROM s WHERE s.{columns[0]} IS NOT NULL AND s.n <= %s)"
+            f" SELECT {_shown_run('r', 'sv')} FROM s {_joined_runs('r', 'sv', one_run)}"
+            f" WHERE s.{columns[0]} IS NOT NULL",
+            [up_to],
+        )
+        return [_run_values(row) for row in cursor.fetchall()]
