@@ -9,7 +9,7 @@ from typing import Any
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db.models import F, QuerySet
+from django.db.models import F, Func, Q, QuerySet, Subquery
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
@@ -31,6 +31,8 @@ SORTS = {
     "ok": "n_ok",
     "tok_s": "tok_s_mean",
 }
+NEWEST_FIRST = (F("started_at").desc(nulls_last=True), F("id").desc())  # run_started_idx, walked back
+KEY_SEARCH_RUNS = 20_000  # the latest runs in which a part of a run id is looked for
 DATED_SORTS = ("label", "model", "gpu")  # indexed with started_at (run_label_idx …): ties by date
 SORT_CHOICES = [(f"{sign}{name}", f"{name} {'↓' if sign else '↑'}") for name in SORTS for sign in ("-", "")]
 PAGE_SIZES = (25, 50, 100, 200)
@@ -133,7 +135,12 @@ def _date_field(label: str) -> forms.DateField:
 
 
 class RunFilterForm(forms.Form):
-    run = forms.CharField(label="run id", required=False, max_length=200, help_text="exact run id, or part of it")
+    run = forms.CharField(
+        label="run id",
+        required=False,
+        max_length=200,
+        help_text="a whole run id (any run), or part of one (among the latest 20,000 runs)",
+    )
     model = ValueFilterField()
     gpu = ValueFilterField(label="GPU")
     label = ValueFilterField()
@@ -160,9 +167,17 @@ class RunFilterForm(forms.Form):
         return data
 
     def filter(self, runs: QuerySet[Run]) -> QuerySet[Run]:
+        """The runs the filters match, in the chosen order."""
+        return self.order(self.narrow(runs))
+
+    def narrow(self, runs: QuerySet[Run]) -> QuerySet[Run]:
+        """The runs the filters match, unordered."""
         data = self.cleaned_data
         if data.get("run"):
-            runs = runs.filter(key__contains=data["run"])
+            # A run id typed whole is found anywhere (the unique index); a part of one among the latest
+            # KEY_SEARCH_RUNS runs: a substring can use no index, and a search of every run reads them all.
+            latest = Run.objects.order_by(*NEWEST_FIRST).values("pk")[:KEY_SEARCH_RUNS]
+            runs = runs.filter(Q(key=data["run"]) | Q(key__contains=data["run"], pk__in=Subquery(latest)))
         for name in VALUE_FILTERS:
             if data.get(name):
                 runs = runs.filter(**{name: data[name]})
@@ -172,19 +187,57 @@ class RunFilterForm(forms.Form):
             runs = runs.filter(started_at__gte=_day_start(data["date_from"]))
         if data.get("date_to"):
             runs = runs.filter(started_at__lt=_day_start(data["date_to"] + dt.timedelta(days=1)))
-        sort = data.get("sort") or "-date"
+        return runs
+
+    def narrows(self) -> bool:
+        """Whether any filter is set (the sort and the page aside)."""
+        return any(self.cleaned_data.get(name) for name in ("run", *VALUE_FILTERS, "outcome", "date_from", "date_to"))
+
+    def sorts_by_value(self) -> bool:
+        """Sorted by a run's value (tok/s, label …), not by date."""
+        return self.current_sort.lstrip("-") != "date"
+
+    def order(self, runs: QuerySet[Run], *, by_index: bool = True) -> QuerySet[Run]:
+        """The runs in the chosen order.
+
+        A run without the value sorts as the lowest, on both engines; ties go by date (label, model,
+        GPU) or id, in the sort's direction: every sort is a walk down one index (models.history:
+        run_*_idx, run_sort_*_idx). by_index=False orders by the same values through an expression no
+        index serves, so that the database finds the (few) matching runs by a filter's index and sorts
+        them, instead of walking the sort's index past every run the filter rejects.
+        """
+        sort = self.current_sort
         name = sort.lstrip("-")
-        # A run without the value sorts as the lowest, on both engines; ties go by date (label,
-        # model, GPU) or id, in the sort's direction: every sort is a walk down one index
-        # (models.history: run_*_idx, run_sort_*_idx), never a sort of every matching run.
         columns = [SORTS[name], *(("started_at",) if name in DATED_SORTS else ()), "id"]
+        values = [F(c) if by_index or c == "id" else Unindexed(c) for c in columns]
         if sort.startswith("-"):
-            return runs.order_by(*(F(c).desc(nulls_last=True) for c in columns))
-        return runs.order_by(*(F(c).asc(nulls_first=True) for c in columns))
+            return runs.order_by(*(v.desc(nulls_last=True) for v in values))
+        return runs.order_by(*(v.asc(nulls_first=True) for v in values))
 
     @property
     def current_sort(self) -> str:
         return (self.cleaned_data.get("sort") if self.is_valid() else None) or "-date"
+
+
+class Unindexed(Func):
+    """A column's value through an expression no index serves: ``+x`` on SQLite (its documented way to
+    keep an index out of a plan), ``(x + 0)``, ``(x || '')`` or ``(x + INTERVAL '0 seconds')`` on PostgreSQL.
+    Same order, NULLs too."""
+
+    def __init__(self, column: str) -> None:
+        super().__init__(F(column))
+        self.column = column
+
+    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> Any:  # type: ignore[override]
+        if connection.vendor == "sqlite":
+            template = "(+%(expressions)s)"
+        elif Run._meta.get_field(self.column).get_internal_type() in ("CharField", "TextField"):
+            template = "(%(expressions)s || '')"
+        elif Run._meta.get_field(self.column).get_internal_type() == "DateTimeField":
+            template = "(%(expressions)s + INTERVAL '0 seconds')"
+        else:
+            template = "(%(expressions)s + 0)"
+        return super().as_sql(compiler, connection, template=template, **extra)
 
 
 def _day_start(day: dt.date) -> dt.datetime:

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, Expression, F, FloatField, Func, Max, OuterRef, QuerySet, Value
+from django.db.models import Count, Exists, Expression, F, FloatField, Func, Max, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Mod
 from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -42,17 +42,40 @@ DISTRIBUTION_SAMPLE = 10_000
 def run_list(request: HtmxHttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET)
     status = 200
+    sort_window = None
     if form.is_valid():
         # a list loads only what it shows
-        runs = form.filter(Run.objects.defer("server_props", "server_log", "summary_extra", "telemetry"))
-        per_page = form.cleaned_data["per_page"]
-        page_no = form.cleaned_data.get("page") or 1
+        runs = Run.objects.defer("server_props", "server_log", "summary_extra", "telemetry")
+        paginator = CappedPaginator(form.filter(runs), form.cleaned_data["per_page"])
+        if form.narrows() and form.sorts_by_value():
+            paginator.object_list, sort_window = _filtered_by_value(form, runs, paginator.capped)
+        page = paginator.get_page(form.cleaned_data.get("page") or 1)
     else:
-        runs, per_page, page_no, status = Run.objects.none(), 50, 1, 400
-    page = CappedPaginator(runs, per_page).get_page(page_no)
+        page, status = CappedPaginator(Run.objects.none(), 50).get_page(1), 400
     page.object_list = _with_requests_stored(list(page.object_list))
     template = "benchmarks/run_list.html#run-table" if request.htmx else "benchmarks/run_list.html"
-    return render(request, template, {"form": form, "page": page, "sort": form.current_sort}, status=status)
+    context = {"form": form, "page": page, "sort": form.current_sort, "sort_window": sort_window}
+    return render(request, template, context, status=status)
+
+
+SORT_WINDOW = 20_000  # runs of the whole history, in sort order, among which a filter's many matches are sorted
+
+
+def _filtered_by_value(form: RunFilterForm, runs: QuerySet[Run], many: bool) -> tuple[QuerySet[Run], int | None]:
+    """Filtered runs sorted by a value, at a cost that does not grow with the history; and the window used.
+
+    Walking the sort's index and skipping the runs a filter rejects is fast while matches are common
+    near the top, and reads the whole history when they are not (the failed runs, which have no tok/s,
+    all sit at the bottom of it). So: when at most LIST_CAP runs match (the count said so), the
+    database finds them by the filter's index and sorts them, however they rank. When more match,
+    the page sorts those among the SORT_WINDOW best-ranked runs of the whole history (one bounded
+    walk of the sort's index): exactly the top of the filtered list, as far as it reaches into that
+    window; the page says where it ends.
+    """
+    if not many:
+        return form.order(form.narrow(runs), by_index=False), None
+    window = form.order(Run.objects.all()).values("pk")[:SORT_WINDOW]
+    return form.filter(runs).filter(pk__in=Subquery(window)), SORT_WINDOW
 
 
 def _with_requests_stored(runs: list[Run]) -> list[Run]:

@@ -168,3 +168,49 @@ def test_a_run_page_past_the_first_is_found_by_its_seq_range_when_the_requests_a
     page_sql = [q["sql"] for q in queries if '"http_status"' in q["sql"] and "LIMIT 200" in q["sql"]]
     assert len(page_sql) == 1
     assert ("OFFSET" in page_sql[0]) == gaps, page_sql  # no rows skipped unless the numbers have gaps
+
+
+def _python_order(runs: list[Run], sort: str) -> list[str]:
+    """The run list's order, computed in Python: no value lowest; ties by date (label, model, GPU), then id."""
+    name = sort.lstrip("-")
+    column = SORTS[name]
+    dated = name in ("label", "model", "gpu")
+    low = datetime.min.replace(tzinfo=UTC)
+
+    def key(run: Run) -> tuple:
+        value = getattr(run, column)
+        when = run.started_at or low
+        return (value is not None, value if value is not None else 0, *((when,) if dated else ()), run.pk)
+
+    return [r.key for r in sorted(runs, key=key, reverse=sort.startswith("-"))]
+
+
+@pytest.mark.parametrize("sort", ["-tok_s", "tok_s", "-concurrency", "label", "-prompt"])
+def test_a_filtered_list_sorted_by_a_value_is_in_order_whether_few_or_many_runs_match(client, monkeypatch, sort):
+    from benchmarks.history import views as history_views
+
+    make_runs(60)
+    matching = [r for r in Run.objects.all() if r.model == "m1.gguf"]  # 15 runs
+    expected = _python_order(matching, sort)
+    few = run_keys(client.get(reverse("run-list"), {"model": "m1.gguf", "sort": sort}).content.decode())
+    assert few == expected  # found by the model's index, sorted: all of them, in order
+
+    # more match than the list counts: sorted among the SORT_WINDOW first runs of the whole history
+    monkeypatch.setattr(paging, "LIST_CAP", 10)
+    monkeypatch.setattr(history_views, "SORT_WINDOW", 30)
+    window = set(_python_order(list(Run.objects.all()), sort)[:30])
+    html = client.get(reverse("run-list"), {"model": "m1.gguf", "sort": sort}).content.decode()
+    assert run_keys(html) == [k for k in expected if k in window][:10]
+    assert "sorted among the 30 runs ranked first by this sort in the whole history" in html
+
+
+def test_a_whole_run_id_is_found_anywhere_and_a_part_of_one_among_the_latest_runs(client, monkeypatch):
+    from benchmarks.history import forms
+
+    monkeypatch.setattr(forms, "KEY_SEARCH_RUNS", 20)
+    make_runs(60)  # run-00000 … run-00059, one hour apart; run-00007 has no date (the oldest, as listed)
+    assert run_keys(client.get(reverse("run-list"), {"run": "run-00003"}).content.decode()) == ["run-00003"]
+    found = run_keys(client.get(reverse("run-list"), {"run": "0003"}).content.decode())
+    assert found == []  # run-00003 and run-00030 … 39 are all older than the latest 20 (40-59)
+    found = run_keys(client.get(reverse("run-list"), {"run": "-0005"}).content.decode())
+    assert found == [f"run-0005{i}" for i in range(9, -1, -1)]  # the latest 20 are 40-59
