@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Subquery
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, NullIf, TruncDate
+from django.db.models.functions import Cast, NullIf
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -26,6 +26,7 @@ from ..history.forms import CompareForm
 from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
 from . import figures, series
+from .days import UtcDay
 from .forms import ChartForm, LoadCurveForm
 
 MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
@@ -255,7 +256,7 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
     since = timezone.now() - timedelta(days=30)
     failures = list(
         Run.objects.filter(started_at__gte=since, n_requests__gt=0)
-        .annotate(day=TruncDate("started_at"))
+        .annotate(day=UtcDay("started_at"))  # one per day; from run_started_idx alone
         .values("day")
         .annotate(failed=Count("id", filter=WITH_FAILURES_Q), total=Count("id"))
         .order_by("day")

@@ -214,3 +214,17 @@ def test_a_whole_run_id_is_found_anywhere_and_a_part_of_one_among_the_latest_run
     assert found == []  # run-00003 and run-00030 … 39 are all older than the latest 20 (40-59)
     found = run_keys(client.get(reverse("run-list"), {"run": "-0005"}).content.decode())
     assert found == [f"run-0005{i}" for i in range(9, -1, -1)]  # the latest 20 are 40-59
+
+
+def test_a_runs_day_is_its_utc_calendar_day_on_every_engine():
+    from benchmarks.charts.days import UtcDay
+
+    times = [
+        datetime(2026, 3, 1, 23, 59, 59, 999_999, tzinfo=UTC),
+        datetime(2026, 3, 2, 0, 0, tzinfo=UTC),
+        datetime(2026, 12, 31, 23, 30, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC),  # the calendar's end
+    ]
+    Run.objects.bulk_create(Run(key=f"d{i}", model="m", started_at=t) for i, t in enumerate(times))
+    days = dict(Run.objects.annotate(day=UtcDay("started_at")).values_list("key", "day"))
+    assert days == {f"d{i}": t.date().isoformat() for i, t in enumerate(times)}
