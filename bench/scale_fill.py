@@ -146,15 +146,14 @@ def raw_meta(raw: Path) -> dict[str, Any]:
 
 
 def migration_hashes() -> dict[str, str]:
-    """Each migration of kvlab's own apps ("app.name") -> a hash of its file."""
+    """Each migration on disk ("app.name", Django's own too) -> a hash of its file."""
     from django.db.migrations.loader import MigrationLoader
 
     loader = MigrationLoader(None, ignore_no_migrations=True)
     found = {}
     for (app, name), migration in loader.disk_migrations.items():
         path = Path(sys.modules[type(migration).__module__].__file__ or "")
-        if path.is_relative_to(ROOT):
-            found[f"{app}.{name}"] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        found[f"{app}.{name}"] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
     return dict(sorted(found.items()))
 
 
