@@ -243,7 +243,7 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
     return _render(request, "charts/load_curve.html", context)
 
 
-LOAD_CURVE_RUNS = 20_000  # the latest runs a load curve averages; older ones by narrowing (GPU, label)
+LOAD_CURVE_RUNS = 5_000  # the latest runs a load curve averages; older ones by narrowing (GPU, label)
 
 
 @require_GET
