@@ -14,7 +14,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from ..history import sources
@@ -25,6 +25,10 @@ WEBGL_POINTS = 1000  # above this many points a series is drawn with WebGL (scat
 # Past this many changes of configuration (or of workload) in one chart, a marker per change is noise
 # and most of the page's weight: the legend gives their number and the page warns that lines mix them.
 MAX_CHANGE_MARKERS = 500
+# A line of more points than this is drawn without a marker per point: each marker is an SVG node that
+# Chromium paints, 0.1-0.2 ms each (30 lines of 66 runs: 720 ms with markers on a busy 2-core machine).
+MARKED_POINTS = 50
+MAX_LINES = 50  # lines drawn one by one in a timeline: the rest as one trace of points (_timeline_traces)
 FAIL_COLOR = "#b3261e"
 
 
@@ -140,6 +144,78 @@ def timeline(
     return {"data": traces, "layout": layout}
 
 
+def timeline_reduced(
+    buckets: Sequence[Mapping[str, Any]], metric: Metric, grouping: str, span_s: int, span_word: str
+) -> dict[str, Any]:
+    """Each line as the min and the max of its runs per bucket (timeline_data), marked as reduced.
+
+    Per bucket the server sends its start (Unix seconds), min, max, runs with a value and runs;
+    charts.js draws each bucket as a tick at its min and one at its max and writes the hover
+    ("max of 37 runs (35 with a value), 2026-03-02 00:00 … 03-03 00:00"); clicking one zooms into
+    its bucket, which fetches the runs. Failed runs are counted per bucket as red crosses.
+    """
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for bucket in buckets:
+        groups.setdefault(group_name(bucket, grouping), []).append(bucket)
+    traces: list[dict[str, Any]] = []
+    failed: list[tuple[str, Mapping[str, Any]]] = []
+    for group, rows in groups.items():
+        name = literal(group)
+        traces.append(
+            {
+                "type": "scattergl" if 2 * len(rows) > WEBGL_POINTS else "scatter",
+                "mode": "lines",  # a marker per point is an SVG node each: twice the paint time
+                "name": f"{name} (min/max per {span_word})",
+                # each bucket's middle (charts.js draws two points there: the min and the max)
+                "x": [_when(datetime.fromtimestamp((row["start"] + row["end"]) // 2, UTC)) for row in rows],
+                "y": [],
+                "reduced": {
+                    "span": span_s,
+                    "start": [row["start"] for row in rows],
+                    "end": [row["end"] for row in rows],
+                    "lo": [_round(row["lo"]) for row in rows],
+                    "hi": [_round(row["hi"]) for row in rows],
+                    "valued": [row["valued"] for row in rows],
+                    "runs": [row["runs"] for row in rows],
+                },
+                "marker": {"symbol": "line-ns-open", "size": 9},
+                "line": {"width": 1},
+                "hovertemplate": "%{text}<br>%{y}<extra>%{fullData.name}</extra>",
+                "connectgaps": False,
+            }
+        )
+        failed += [(name, row) for row in rows if row["failed"]]
+    values = [y for t in traces for y in t["reduced"]["lo"] if y is not None]
+    floor = min(values) if values else 0
+    if failed:
+        middle = [datetime.fromtimestamp((row["start"] + row["end"]) // 2, UTC) for _, row in failed]
+        texts = [
+            f"{name}: {row['failed']:,} of {row['runs']:,} runs failed, {_between(row['start'], row['end'])}"
+            " (click to zoom in)"
+            for name, row in failed
+        ]
+        starts = [row["start"] for _, row in failed]
+        marks = _markers(
+            "failed runs", [_when(m) for m in middle], [floor] * len(failed), starts, texts, "x", FAIL_COLOR
+        )
+        traces.append({**marks, "reduced": {"end": [row["end"] for _, row in failed]}})
+    layout = {
+        "xaxis": {"title": {"text": "run start (UTC)"}, "type": "date"},
+        "yaxis": {"title": {"text": metric.label}, "rangemode": "tozero" if metric.key == "success" else "normal"},
+        "hovermode": "closest",
+        "margin": {"t": 40},
+        "legend": {"orientation": "h"},
+        "annotations": [],
+    }
+    return {"data": traces, "layout": layout}
+
+
+def _between(start: int, end: int) -> str:
+    """A bucket's time range as the hover gives it: 2026-03-02 00:00 … 2026-03-03 00:00 UTC."""
+    first, last = (datetime.fromtimestamp(s, UTC).strftime("%Y-%m-%d %H:%M") for s in (start, end))
+    return f"{first} … {last} UTC"
+
+
 def timeline_by_model(
     rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str, *, max_panels: int = 4
 ) -> tuple[dict[str, Any], list[str]]:
@@ -197,10 +273,23 @@ def timeline_by_model(
 
 
 def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: str) -> tuple[list[dict[str, Any]], int]:
-    """The lines of a timeline (column by column: 10,000 points) and its markers; how many lines."""
+    """The lines of a timeline (column by column: thousands of points) and its markers; how many lines.
+
+    Past MAX_LINES lines (grouped by configuration + workload, a lab where every run has its own prompt
+    size has a line per run) the lines with the fewest runs are drawn together as grey points: a
+    Plotly trace costs Chromium ~2 ms to paint, and 2,000 of them took 4 s.
+    """
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault(group_name(row, grouping), []).append(row)
+    n_groups = len(groups)
+    others: list[Mapping[str, Any]] = []
+    if n_groups > MAX_LINES:
+        kept = sorted(groups, key=lambda g: (-len(groups[g]), g))[:MAX_LINES]
+        others = sorted(
+            (row for g in groups if g not in kept for row in groups[g]), key=lambda r: (r["started_at"], r["pk"])
+        )
+        groups = {g: groups[g] for g in groups if g in kept}
     traces: list[dict[str, Any]] = []
     fail_x, fail_ids, fail_text = [], [], []
     changes: dict[str, list[_Changes]] = {kind: [] for kind in CHANGE_KINDS}
@@ -216,7 +305,7 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
                 fail_text.append(f"{name}: {literal(row['key'])} failed, 0/{row['n_requests']} ok")
         trace = {
             "type": "scattergl" if len(xs) > WEBGL_POINTS else "scatter",
-            "mode": "lines+markers",
+            "mode": "lines+markers" if len(xs) <= MARKED_POINTS else "lines",
             "name": name,
             "x": xs,
             "y": ys,
@@ -232,6 +321,31 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
             where = [i for i in range(1, len(points)) if keys[i] != keys[i - 1]]
             if where:
                 changes[kind].append(_Changes(trace, points, where))
+    if others:
+        failed = [outcome_of(row["n_ok"], row["n_requests"]) == FAILED for row in others]
+        for row, fail in zip(others, failed, strict=True):
+            if fail:
+                fail_x.append(_when(row["started_at"]))
+                fail_ids.append(row["pk"])
+                fail_text.append(
+                    f"{literal(group_name(row, grouping))}: {literal(row['key'])} failed, 0/{row['n_requests']} ok"
+                )
+        traces.append(
+            {
+                # SVG, whatever its size (at most timeline_data.RAW_MAX points): 2,000 markers paint in 620 ms
+                # in a Chromium without GPU, 1,050 ms as WebGL
+                "type": "scatter",
+                "mode": "markers",
+                "name": f"{n_groups - len(groups):,} more lines, as grey points",
+                "x": [_when(row["started_at"]) for row in others],
+                "y": [None if fail else _round(row["value"]) for row, fail in zip(others, failed, strict=True)],
+                "customdata": [row["pk"] for row in others],
+                "hover_facts": _hover_facts(others),
+                "hovertemplate": "%{text}<br>%{y}<extra>another line</extra>",
+                "marker": {"color": "#999", "size": 5},
+                "yaxis": yaxis,
+            }
+        )
     values = [y for t in traces for y in t["y"] if y is not None]
     floor = min(values) if values else 0
     extra = []
@@ -242,7 +356,7 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
             extra.append(_change_markers(kind, lines, floor))
     for trace in extra:
         trace.update(yaxis=yaxis, legendgroup=trace["name"], showlegend=yaxis == "y")
-    return traces + extra, len(groups)
+    return traces + extra, n_groups
 
 
 class _Changes(NamedTuple):

@@ -25,11 +25,11 @@ from ..history import sources
 from ..history.forms import CompareForm
 from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
-from . import figures, series
+from . import figures, series, timeline_data
 from .days import UtcDay
 from .forms import ChartForm, LoadCurveForm
 
-MAX_TIMELINE_POINTS = 10_000  # the latest runs; older ones by narrowing the filters
+MAX_TIMELINE_POINTS = timeline_data.RAW_MAX  # the benchmarks check the cap they expect
 VALUE_FIELDS = (
     "pk",
     "key",
@@ -103,6 +103,9 @@ def _download(request: HtmxHttpRequest, rows: list[dict[str, Any]], name: str) -
 
 @require_GET
 def timeline(request: HtmxHttpRequest) -> HttpResponse:
+    """The runs of the filter over time: run by run where the visible range holds at most
+    timeline_data.RAW_MAX of them, else each line's min and max per bucket; zooming (x0..x1) reads
+    the detail of the range."""
     form = ChartForm(request.GET)
     context: dict[str, Any] = {"form": form, "page_title": "Timeline"}
     if not form.is_valid():
@@ -110,37 +113,53 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     metric, grouping = form.metric_obj(), form.grouping()
     group_fields = figures.GROUPINGS[grouping][1]
     runs = with_success_rate(form.filter(Run.objects.all())).exclude(started_at=None)
-    rows = list(
-        runs.order_by(F("started_at").desc(nulls_last=True), "-id").values(
+    raw_values = {
+        "args": (
             *VALUE_FIELDS,
             *TOOL_FIELDS,
             *[f for f in group_fields if f not in VALUE_FIELDS and f not in TOOL_FIELDS],
-            value=F(metric.column),
-            build=F("server_props__props__build_info"),
+        ),
+        "kwargs": {
+            "value": F(metric.column),
+            "build": F("server_props__props__build_info"),
             # "file" / "derived" when the figure is the tool's: the point's hover says so
-            value_source=KT(f"provenance__{sources.provenance_key(metric.column)}"),
-        )[: MAX_TIMELINE_POINTS + 1]
-    )
-    truncated = len(rows) > MAX_TIMELINE_POINTS
-    rows = rows[:MAX_TIMELINE_POINTS]
+            "value_source": KT(f"provenance__{sources.provenance_key(metric.column)}"),
+        },
+    }
+    data = timeline_data.read(runs, form.cleaned_data, metric, grouping, raw_values)
+    span_word = timeline_data.SPAN_WORDS.get(data.span_s, "")
+    rows = data.rows
     rows.sort(key=lambda r: (figures.group_name(r, grouping), r["started_at"], r["pk"]))
     if request.GET.get("format") in DOWNLOAD_FORMATS:  # the flat rows only for a download
-        download = _download(request, [_flat(r, metric) for r in rows], "timeline")
+        flat = [_flat_bucket(b, metric, grouping, data.span_s) for b in data.buckets] or [
+            _flat(r, metric) for r in rows
+        ]
+        download = _download(request, flat, "timeline")
         if download:
             return download
     mixed = figures.mixed_lines(rows, grouping)
-    figure = figures.timeline(rows, metric, grouping, mixed) if rows else None
-    if figure and form.cleaned_data.get("x0") and form.cleaned_data.get("x1"):
-        figure["layout"]["xaxis"]["range"] = [form.cleaned_data["x0"].isoformat(), form.cleaned_data["x1"].isoformat()]
+    if data.buckets:
+        figure = figures.timeline_reduced(data.buckets, metric, grouping, data.span_s, span_word)
+    else:
+        figure = figures.timeline(rows, metric, grouping, mixed) if rows else None
+    x0, x1 = form.cleaned_data.get("x0"), form.cleaned_data.get("x1")
+    if figure and x0 and x1:
+        figure["layout"]["xaxis"]["range"] = [x0.isoformat(), x1.isoformat()]
     context.update(
         metric=metric,
         grouping=grouping,
         grouping_label=figures.GROUPINGS[grouping][0],
         mixed=mixed,
         figure=figure,
-        n_points=len(rows),
-        truncated=truncated,
-        max_points=MAX_TIMELINE_POINTS,
+        n_points=data.n_runs if data.buckets else len(rows),
+        n_buckets=len(data.buckets),
+        span_word=span_word,
+        truncated=data.truncated,
+        why_raw=data.why_raw,
+        ranged=bool(x0 or x1),
+        # the figure holds less than every run of its range: a zoom or a pan fetches the range's detail
+        partial=bool(data.buckets or data.truncated or x0 or x1),
+        max_points=timeline_data.RAW_MAX,
         compare_max_runs=CompareForm.MAX_RUNS,
     )
     return _render(request, "charts/timeline.html", context)
@@ -150,6 +169,21 @@ def _flat(row: dict[str, Any], metric: figures.Metric) -> dict[str, Any]:
     flat = {k: row.get(k) for k in VALUE_FIELDS}
     flat[metric.key] = row.get("value")
     return flat
+
+
+def _flat_bucket(bucket: dict[str, Any], metric: figures.Metric, grouping: str, span_s: int) -> dict[str, Any]:
+    """A reduced point as the download gives it: the bucket, its counts, its min and max (no run)."""
+    start = timeline_data.when(bucket["start"])
+    return {
+        grouping: figures.group_name(bucket, grouping),
+        "bucket_from": start.isoformat(),
+        "bucket_to": timeline_data.when(bucket["start"] + span_s).isoformat(),
+        "runs": bucket["runs"],
+        "failed_runs": bucket["failed"],
+        f"runs_with_{metric.key}": bucket["valued"],
+        f"min_{metric.key}": bucket["lo"],
+        f"max_{metric.key}": bucket["hi"],
+    }
 
 
 @require_GET

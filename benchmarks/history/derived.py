@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
-from . import baselines
+from . import baselines, rollups
 
 
 def runs_changed(run_ids: Iterable[int]) -> None:
@@ -20,9 +20,11 @@ def runs_changed(run_ids: Iterable[int]) -> None:
     ids = list(run_ids)
     with transaction.atomic():
         baselines.runs_changed(ids)
+        rollups.runs_changed(ids)  # the timeline's buckets
 
 
 def rebuild_all() -> None:
     """Recompute every derived table from the runs table."""
     with transaction.atomic():
         baselines.rebuild()
+        rollups.rebuild_all()

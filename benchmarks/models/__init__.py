@@ -3,6 +3,7 @@
 from .baselines import BaselineComparison, SeriesRun
 from .history import FileImport, RejectedLine, RequestResult, Run
 from .jobs import Job, Server
+from .rollups import TimelineBucket
 from .sweeps import CalibrationPoint, LaunchHost, Sweep, SweepConfig
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "Server",
     "Sweep",
     "SweepConfig",
+    "TimelineBucket",
 ]

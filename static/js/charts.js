@@ -4,11 +4,54 @@
     return value === null || value === undefined ? "?" : String(value);
   }
 
+  function utc(seconds) {
+    return new Date(seconds * 1000).toISOString().slice(0, 19);
+  }
+
+  function when(seconds) {
+    return utc(seconds).replace("T", " ").slice(0, 16);
+  }
+
+  // A reduced line (figures.timeline_reduced): per bucket its start, end, min, max and counts. Each bucket
+  // is drawn as a point at its min and one at its max, the hover saying what the point stands for; the
+  // point's customdata is the bucket's start (a click zooms into the bucket: trace.reduced.end), not a run id.
+  function expandReduced(trace) {
+    var r = trace.reduced;
+    if (!r || !r.lo) return;
+    var x = [], y = [], text = [], starts = [], ends = [];
+    r.start.forEach(function (start, i) {
+      var end = r.end[i];
+      var middle = utc((start + end) / 2);
+      var range = when(start) + " … " + when(end) + " UTC";
+      var runs = r.runs[i] + " run" + (r.runs[i] === 1 ? "" : "s");
+      var valued = r.valued[i] === r.runs[i] ? "" : " (" + r.valued[i] + " with a value)";
+      if (!r.valued[i]) {
+        x.push(middle); y.push(null); text.push(runs + ", none with a value · " + range);
+        starts.push(start); ends.push(end);
+      } else if (r.valued[i] === 1) {
+        x.push(middle); y.push(r.lo[i]); text.push((r.runs[i] === 1 ? "1 run" : "the only value of " + runs) + " · " + range);
+        starts.push(start); ends.push(end);
+      } else {
+        x.push(middle, middle); y.push(r.lo[i], r.hi[i]); starts.push(start, start); ends.push(end, end);
+        text.push("<b>min</b> of " + runs + valued + " · " + range + " · click to zoom in",
+                  "<b>max</b> of " + runs + valued + " · " + range + " · click to zoom in");
+      }
+    });
+    trace.x = x; trace.y = y; trace.text = text; trace.customdata = starts;
+    trace.reduced = { end: ends };
+  }
+
+  // Zoom the chart to [x0, x1] (Plotly date strings); its relayout event fetches the detail.
+  function zoom(el, x0, x1) {
+    Plotly.relayout(el, { "xaxis.range": [x0, x1] });
+  }
+
   function render(root) {
     root.querySelectorAll("[data-figure]").forEach(function (el) {
       var source = document.getElementById(el.dataset.figure);
       if (!source) return;
       var figure = JSON.parse(source.textContent);
+      figure.data.forEach(expandReduced);
       figure.data.forEach(function (trace) {
         // Compact hover facts from the server (figures._hover_facts): per point its outcome, an index into the
         // line's table of flags (escaped there) and its workload as numbers; the text reads as
@@ -36,8 +79,14 @@
       if (el.dataset.runUrl) {
         // The server renders run 0's URL; a click opens the clicked run's.
         el.on("plotly_click", function (event) {
-          var id = event.points[0] && event.points[0].customdata;
-          if (id) window.location = el.dataset.runUrl.replace(/\/0\/$/, "/" + id + "/");
+          var point = event.points[0];
+          var id = point && point.customdata;
+          if (!id) return;
+          if (point.data.reduced) {  // a bucket: zoom into it, which loads its runs
+            zoom(el, utc(id), utc(point.data.reduced.end[point.pointNumber]));
+            return;
+          }
+          window.location = el.dataset.runUrl.replace(/\/0\/$/, "/" + id + "/");
         });
       }
       var compare = document.getElementById("compare-selection");
@@ -45,7 +94,8 @@
         // Box or lasso select points, then compare those runs (at most the server's data-max-runs).
         var maxRuns = parseInt(compare.dataset.maxRuns, 10) || undefined;
         el.on("plotly_selected", function (event) {
-          var ids = (event && event.points || []).map(function (p) { return p.customdata; }).filter(Boolean);
+          var runs = (event && event.points || []).filter(function (p) { return !p.data.reduced; });  // not buckets
+          var ids = runs.map(function (p) { return p.customdata; }).filter(Boolean);
           ids = ids.filter(function (id, i) { return ids.indexOf(id) === i; }).slice(0, maxRuns);
           compare.hidden = ids.length < 2;
           compare.href = compare.dataset.url + "?" + ids.map(function (id) { return "run=" + id; }).join("&");
@@ -58,9 +108,10 @@
         el.on("plotly_relayout", function (change) {
           var url = new URL(window.location);
           var x0 = "", x1 = "";
-          if (change["xaxis.range[0]"]) {
-            x0 = String(change["xaxis.range[0]"]).slice(0, 19);
-            x1 = String(change["xaxis.range[1]"]).slice(0, 19);
+          var range = change["xaxis.range"] || (change["xaxis.range[0]"] && [change["xaxis.range[0]"], change["xaxis.range[1]"]]);
+          if (range) {
+            x0 = String(range[0]).replace("T", " ").slice(0, 19);
+            x1 = String(range[1]).replace("T", " ").slice(0, 19);
             url.searchParams.set("x0", x0);
             url.searchParams.set("x1", x1);
           } else if (change["xaxis.autorange"]) {
@@ -72,6 +123,9 @@
           var form = document.getElementById("chart-form");
           if (form && form.elements.x0) { form.elements.x0.value = x0; form.elements.x1.value = x1; }
           window.history.replaceState(null, "", url);
+          // The figure holds buckets, or only the latest runs, or only a range: fetch the new range's
+          // detail (the form's htmx request redraws the chart; without JavaScript the form does).
+          if (form && el.closest("[data-fetch-range]") && window.htmx) htmx.trigger(form, "submit");
         });
       }
     });
