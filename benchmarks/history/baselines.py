@@ -1,9 +1,9 @@
 """Keep the regressions page's tables (models.baselines) current as runs change, and read them.
 
 A dated run is filed under its series (SeriesRun) by a 64-bit hash of its configuration and
-workload (charts.series.SERIES_FIELDS), computed in SQL: the fields quoted as SQL literals (NULL
-apart from '', every float exact), joined, and hashed (md5 on PostgreSQL; on SQLite, which has
-no hash, blake2b through a function registered on the connection). When runs change, each series
+workload (charts.series.SERIES_FIELDS), computed set-based in SQL: md5 of the fields quoted as
+SQL literals on PostgreSQL; on SQLite, which has no hash, blake2b of their values through a
+function registered on the connection (NULL apart from '', every float exact either way). When runs change, each series
 they were or are in is compared again, per family (alone, within a label, within a server):
 its latest DEPTH runs are read down an index, and charts.figures.baseline_comparison decides,
 for every window of WINDOWS and every metric, whether the latest run is worse (BaselineComparison
@@ -50,24 +50,22 @@ MEMBERS = _q(SeriesRun._meta.db_table)
 COMPARED = _q(BaselineComparison._meta.db_table)
 
 
-def _hash64(text: str) -> int:
-    return int.from_bytes(
-        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big", signed=True
-    )
+def _hash64(*values: Any) -> int:
+    """A series key on SQLite: blake2b of the values' repr (exact for floats, '' apart from None)."""
+    text = repr(values).encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big", signed=True)
 
 
 def _series_key(alias: str) -> str:
     """SQL: the series key of the run `alias`, on either engine."""
     normalised = {"request_rate": f"({alias}.{_q('request_rate')} + 0.0)"}  # -0.0 is 0.0, as SQL compares
-    if connection.vendor == "postgresql":
-        fields = " || ',' || ".join(
-            f"quote_nullable({normalised.get(f, f'{alias}.{_q(f)}')})" for f in series.SERIES_FIELDS
-        )
-        return f"('x' || substr(md5({fields}), 1, 16))::bit(64)::bigint"
+    fields = [normalised.get(f, f"{alias}.{_q(f)}") for f in series.SERIES_FIELDS]
+    if connection.vendor == "postgresql":  # the fields as SQL literals (NULL apart from ''), md5 of them joined
+        quoted = " || ',' || ".join(f"quote_nullable({f})" for f in fields)
+        return f"('x' || substr(md5({quoted}), 1, 16))::bit(64)::bigint"
     connection.ensure_connection()
-    connection.connection.create_function("kvlab_series_hash", 1, _hash64, deterministic=True)
-    fields = " || ',' || ".join(f"quote({normalised.get(f, f'{alias}.{_q(f)}')})" for f in series.SERIES_FIELDS)
-    return f"kvlab_series_hash({fields})"
+    connection.connection.create_function("kvlab_series_hash", len(fields), _hash64, deterministic=True)
+    return f"kvlab_series_hash({', '.join(fields)})"
 
 
 def _in(column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
@@ -147,35 +145,45 @@ def _chunks(items: Sequence[Partition], size: int) -> Iterator[Sequence[Partitio
         yield items[start : start + size]
 
 
+COMPARED_COLUMNS = (
+    "family",
+    "series_key",
+    "label",
+    "server_pk",
+    "window_size",
+    "metric",
+    "latest_run_id",
+    "latest",
+    "baseline",
+    "change",
+    "spread",
+    "history",
+)
+
+
 def _compare_again(cursor: Any, partitions: Mapping[str, set[Partition]]) -> None:
-    """Replace the comparisons of these series (per family) by their comparisons now."""
-    computed: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}  # the same runs compare alike in every family
-    columns = [
-        "family",
-        "series_key",
-        "label",
-        "server_pk",
-        "window_size",
-        "metric",
-        "latest_run_id",
-        "latest",
-        "baseline",
-        "change",
-        "spread",
-        "history",
-    ]
-    insert = f"INSERT INTO {COMPARED} ({', '.join(_q(c) for c in columns)}) VALUES ({', '.join(['%s'] * len(columns))})"
+    """Replace the comparisons of these series (per family) by their comparisons now.
+
+    The families in FAMILY_COLUMNS' order, the whole series first: a series' label (or server)
+    series whose label the whole series' latest runs all share holds those same runs, and is
+    not read again. The same runs compare alike in every family: computed once.
+    """
+    computed: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
+    whole: dict[int, list[dict[str, Any]]] = {}  # the whole series' latest runs, by series key
+    insert = (
+        f"INSERT INTO {COMPARED} ({', '.join(_q(c) for c in COMPARED_COLUMNS)})"
+        f" VALUES ({', '.join(['%s'] * len(COMPARED_COLUMNS))})"
+    )
     for family, found in partitions.items():
+        field = {"label": "label", "server": "server_pk"}.get(family)
         for chunk in _chunks(sorted(found), PARTITIONS_PER_QUERY):
-            values = ", ".join(["(%s, %s, %s)"] * len(chunk))
-            flat = [v for p in chunk for v in p]
-            cursor.execute(
-                f"DELETE FROM {COMPARED} WHERE {_q('family')} = %s AND ({_q('series_key')}, {_q('label')},"
-                f" {_q('server_pk')}) IN (VALUES {values})",
-                [family, *flat],
-            )
+            _forget(cursor, family, chunk)
+            known = {p: whole[p[0]] for p in chunk if field and _all_in(whole.get(p[0]), field, p)}
+            read = _latest_runs(cursor, family, [p for p in chunk if p not in known])
+            if field is None:
+                whole.update((p[0], runs) for p, runs in read.items())
             rows = []
-            for partition, runs in _latest_runs(cursor, family, chunk, flat).items():
+            for partition, runs in (*read.items(), *known.items()):
                 ids = tuple(r["id"] for r in runs)
                 if ids not in computed:
                     computed[ids] = list(_comparisons(runs))
@@ -184,30 +192,47 @@ def _compare_again(cursor: Any, partitions: Mapping[str, set[Partition]]) -> Non
                 cursor.executemany(insert, rows)
 
 
-def _latest_runs(
-    cursor: Any, family: str, chunk: Sequence[Partition], flat: Sequence[Any]
-) -> dict[Partition, list[dict[str, Any]]]:
-    """The latest DEPTH dated runs of each series (newest first), each read down its index."""
-    same = " AND ".join(f"x.{_q(c)} = p.{c}" for c in FAMILY_COLUMNS[family])
-    latest = (
-        f"SELECT x.{_q('run_id')} FROM {MEMBERS} x WHERE {same}"
-        f" ORDER BY x.{_q('started_at')} DESC, x.{_q('run_id')} DESC LIMIT {DEPTH}"
+def _all_in(runs: list[dict[str, Any]] | None, field: str, partition: Partition) -> bool:
+    value = partition[1] if field == "label" else partition[2]
+    return runs is not None and all(r[field] == value for r in runs)
+
+
+def _partitions_sql(chunk: Sequence[Partition]) -> str:
+    """SQL: the CTE p (series_key, label, server_pk) of these series."""
+    typed = "(%s::bigint, %s::text, %s::integer)" if connection.vendor == "postgresql" else "(%s, %s, %s)"
+    return f"p (series_key, label, server_pk) AS (VALUES {', '.join([typed] * len(chunk))})"
+
+
+def _forget(cursor: Any, family: str, chunk: Sequence[Partition]) -> None:
+    """Delete the comparisons of these series, each found down comparison_series_idx."""
+    same = " AND ".join(f"c.{_q(col)} = p.{col}" for col in ("series_key", "label", "server_pk"))
+    cursor.execute(
+        f"WITH {_partitions_sql(chunk)} DELETE FROM {COMPARED} WHERE {_q('id')} IN"
+        f" (SELECT c.{_q('id')} FROM p JOIN {COMPARED} c ON {same} AND c.{_q('family')} = %s)",
+        [*(v for p in chunk for v in p), family],
     )
+
+
+def _latest_runs(cursor: Any, family: str, chunk: Sequence[Partition]) -> dict[Partition, list[dict[str, Any]]]:
+    """The latest DEPTH dated runs of each series (newest first), each read down its index."""
+    if not chunk:
+        return {}
+    same = " AND ".join(f"x.{_q(c)} = p.{c}" for c in FAMILY_COLUMNS[family])
+    newest = f"FROM {MEMBERS} x WHERE {same} ORDER BY x.{_q('started_at')} DESC, x.{_q('run_id')} DESC LIMIT {DEPTH}"
     if connection.vendor == "postgresql":
-        rows = ", ".join(["(%s::bigint, %s::text, %s::integer)"] * len(chunk))
-        members = f"CROSS JOIN LATERAL ({latest}) m"
+        member = ", ".join(f"x.{_q(c)}" for c in ("run_id", "label", "server_pk", "started_at"))
+        members = f"CROSS JOIN LATERAL (SELECT {member} {newest}) m"
     else:  # no LATERAL: a correlated IN, evaluated per series down the index
-        rows = ", ".join(["(%s, %s, %s)"] * len(chunk))
-        members = f"JOIN {MEMBERS} m ON m.{_q('run_id')} IN ({latest})"
+        members = f"JOIN {MEMBERS} m ON m.{_q('run_id')} IN (SELECT x.{_q('run_id')} {newest})"
     values = ", ".join(f"r.{_q(c)}" for c in (*VALUE_COLUMNS, "n_ok", "n_requests"))
     cursor.execute(
-        f"WITH p (series_key, label, server_pk) AS (VALUES {rows})"
-        f" SELECT p.series_key, p.label, p.server_pk, r.{_q('id')}, {values}"
+        f"WITH {_partitions_sql(chunk)}"
+        f" SELECT p.series_key, p.label, p.server_pk, m.{_q('label')}, m.{_q('server_pk')}, r.{_q('id')}, {values}"
         f" FROM p {members} JOIN {RUN} r ON r.{_q('id')} = m.{_q('run_id')}"
-        f" ORDER BY p.series_key, p.label, p.server_pk, r.{_q('started_at')} DESC, r.{_q('id')} DESC",
-        flat,
+        f" ORDER BY p.series_key, p.label, p.server_pk, m.{_q('started_at')} DESC, m.{_q('run_id')} DESC",
+        [v for p in chunk for v in p],
     )
-    names = ["id", *VALUE_COLUMNS, "n_ok", "n_requests"]
+    names = ["label", "server_pk", "id", *VALUE_COLUMNS, "n_ok", "n_requests"]
     found: dict[Partition, list[dict[str, Any]]] = {}
     for key, label, server, *rest in cursor.fetchall():
         run = dict(zip(names, rest, strict=True))
@@ -277,8 +302,8 @@ def worst(
     where = f"{_q('family')} = %s AND {_q('window_size')} = %s AND {_q('metric')} = %s AND {_q('change')} < %s"
     order = f"{_q('change')}, {_q('latest_run_id')}"
     per_metric = [(family, window, m.key, -thresholds[m.key]) for m in METRICS]
-    top = " UNION ALL ".join(
-        f"SELECT * FROM (SELECT {_q('id')} FROM {COMPARED} WHERE {where} ORDER BY {order} LIMIT {limit}) m{i}"
+    top = " UNION ALL ".join(  # each metric's worst, read from the index alone
+        f"SELECT * FROM (SELECT {_q('id')}, {order} FROM {COMPARED} WHERE {where} ORDER BY {order} LIMIT {limit}) m{i}"
         for i, _ in enumerate(METRICS)
     )
     counted = " UNION ALL ".join(
@@ -290,12 +315,12 @@ def worst(
     runs = _joined_runs("r", "s", "c." + _q("latest_run_id"))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH top AS ({top}),"
+            f"WITH top AS ({top}), best AS (SELECT {_q('id')} FROM top ORDER BY {order} LIMIT {limit}),"
             f" picked AS (SELECT c.{_q('latest_run_id')} AS run_pk, {shown}, {_shown_run('r', 's')}"
-            f" FROM top JOIN {COMPARED} c ON c.{_q('id')} = top.{_q('id')} {runs}"
-            f" ORDER BY c.{_q('change')}, c.{_q('latest_run_id')} LIMIT {limit})"
-            f" SELECT n.found, n.unfiled, picked.* FROM (SELECT (SELECT COUNT(*) FROM ({counted}) k) AS found,"
-            f" (SELECT COUNT(*) FROM ({unfiled}) u) AS unfiled) n LEFT JOIN picked ON 1 = 1",
+            f" FROM best JOIN {COMPARED} c ON c.{_q('id')} = best.{_q('id')} {runs})"
+            f" SELECT n.found, n.unfiled, picked.* FROM (SELECT (SELECT COUNT(*) FROM (SELECT 1 AS one FROM"
+            f" ({counted}) a LIMIT {count_up_to + 1}) k) AS found, (SELECT COUNT(*) FROM ({unfiled}) u) AS unfiled) n"
+            f" LEFT JOIN picked ON 1 = 1",
             [v for arm in per_metric for v in arm] * 2,
         )
         fetched = cursor.fetchall()

@@ -353,4 +353,8 @@ def _derived_scan(line: str) -> bool:
     if line.startswith("SCAN x USING COVERING INDEX seriesrun_"):
         return True
     name = line.split()[1]
-    return name in {"top", "picked", "n", "s", "f", "k", "u", "CONSTANT"} or name[0] == "m" and name[1:].isdigit()
+    return (
+        name in {"top", "best", "picked", "n", "s", "f", "k", "u", "a", "CONSTANT"}
+        or name[0] == "m"
+        and name[1:].isdigit()
+    )

@@ -1,0 +1,174 @@
+"""How fast is the regressions page on a large history, and what does keeping its baselines cost an import?
+
+What is measured
+----------------
+* page: bench/synthetic.py's lab of ``--runs`` runs (default 200,000; requests of the first 1,000
+  only: the page never reads requests) is inserted into a scratch database, ``rebuild_all``
+  files it (timed), then the page is fetched ``--repeats`` times per grouping with Django's
+  test client, at the default thresholds (regressions found) and at 1000 % (none found: the
+  series are counted instead). Server time, p50 and p95 in ms, beside the goal (< 50 ms).
+* hook (SQLite only): bench/import_speed.py's file (``--requests``, default 200,000: 20,000
+  runs, nearly each its own series) imported into a fresh database (3 times at most); the
+  seconds spent in ``history.derived.runs_changed`` (every derived table) and in
+  ``history.baselines.runs_changed`` (this page's) beside the import's.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/regressions_speed.py [--runs N] [--requests N] [--repeats N] [--smoke] [--out DIR]
+
+With DATABASE_URL set (PostgreSQL) the page is measured there, in a database of that URL's
+server named ``<name>_regressions`` (created, then dropped), and the hook is not measured.
+``--smoke``: 3,000 runs, 5,000 requests, 2 repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import common  # bench/ is on sys.path when a script runs
+import synthetic
+
+GOAL_MS = 50
+
+
+def measure_page(runs: int, repeats: int) -> dict[str, Any]:
+    from django.test import Client
+    from django.urls import reverse
+
+    from benchmarks.charts import figures
+    from benchmarks.history import derived
+
+    started = time.perf_counter()
+    synthetic.insert_lab(runs, requests_of_first=min(runs, 1_000))
+    filled = time.perf_counter() - started
+    started = time.perf_counter()
+    derived.rebuild_all()
+    rebuilt = time.perf_counter() - started
+    client = Client()
+    pages: dict[str, Any] = {}
+    none_found = {f"t_{m}": 1000 for m in figures.METRICS}
+    for grouping in figures.GROUPINGS:
+        for name, query in (("found", {}), ("none found", none_found)):
+            times = []
+            for _ in range(repeats + 1):  # the first warms the caches
+                start = time.perf_counter()
+                response = client.get(reverse("chart-regressions"), {"group": grouping, **query})
+                times.append((time.perf_counter() - start) * 1000)
+                assert response.status_code == 200
+            times = times[1:]
+            pages[f"{grouping}, {name}"] = {
+                "p50_ms": round(statistics.median(times), 1),
+                "p95_ms": round(common.percentile(times, 95), 1),
+                "says": "none" if "No regressions across" in response.content.decode() else "regressions",
+            }
+            print(f"  {grouping:7} {name:10}  p50 {pages[f'{grouping}, {name}']['p50_ms']:7.1f} ms"
+                  f"  p95 {pages[f'{grouping}, {name}']['p95_ms']:7.1f} ms  (goal < {GOAL_MS} ms)")  # fmt: skip
+    return {"runs": runs, "fill_s": round(filled, 1), "rebuild_all_s": round(rebuilt, 1), "pages": pages}
+
+
+def measure_hook(work: Path, n_requests: int, repeats: int) -> dict[str, Any]:
+    """Import the lab's file into a fresh database `repeats` times: the import's seconds, those of
+    history.derived.runs_changed (every derived table) and of history.baselines.runs_changed (this page's)."""
+    from import_speed import KvlabDatabases, kvlab_import
+
+    from benchmarks.history import baselines, derived
+
+    path = work / "bench_results.jsonl"
+    synthetic.write_lab_jsonl(path, n_requests)
+    dbs = KvlabDatabases(work)
+    spent: dict[str, float] = {}
+    hooks = {"derived": (derived, derived.runs_changed), "baselines": (baselines, baselines.runs_changed)}
+
+    def timed(name: str, changed: Any) -> Any:
+        def run(run_ids: Any) -> None:
+            start = time.perf_counter()
+            changed(run_ids)
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+
+        return run
+
+    for name, (module, changed) in hooks.items():
+        module.runs_changed = timed(name, changed)  # type: ignore[attr-defined]
+    imports: list[float] = []
+    seconds: dict[str, list[float]] = {name: [] for name in hooks}
+    try:
+        for _ in range(repeats):
+            dbs.fresh()
+            spent.clear()
+            start = time.perf_counter()
+            kvlab_import(path)
+            imports.append(time.perf_counter() - start)
+            for name in hooks:
+                seconds[name].append(spent.get(name, 0.0))
+    finally:
+        for module, changed in hooks.values():
+            module.runs_changed = changed  # type: ignore[attr-defined]
+    results: dict[str, Any] = {"requests": n_requests, "import_s": imports}
+    for name in hooks:
+        share = statistics.median(seconds[name]) / statistics.median(imports)
+        results[name] = {"runs_changed_s": seconds[name], "share": round(share, 4)}
+        print(f"  import {statistics.median(imports):.2f} s, of it {name}.runs_changed"
+              f" {statistics.median(seconds[name]):.3f} s ({share:.1%})")  # fmt: skip
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=200_000)
+    parser.add_argument("--requests", type=int, default=200_000)
+    parser.add_argument("--repeats", type=int, default=10)
+    args = common.parse_args(parser, argv, smoke={"runs": 3_000, "requests": 5_000, "repeats": 2})
+    url = os.environ.get("DATABASE_URL")
+    results: dict[str, Any] = {**common.machine(), "engine": "postgresql" if url else "sqlite"}
+    with tempfile.TemporaryDirectory(prefix="kvlab-regressions-") as tmp:
+        work = Path(tmp)
+        if url:
+            import psycopg
+
+            base, name = url.rsplit("/", 1)
+            scratch = f"{name}_regressions"
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{scratch}"')
+                admin.execute(f'CREATE DATABASE "{scratch}"')
+            os.environ["DATABASE_URL"] = f"{base}/{scratch}"
+            os.environ["KVLAB_VAR_DIR"] = str(work)
+            os.environ["KVLAB_ALLOWED_HOSTS"] = "testserver"
+            common.start_django()
+            from django.core.management import call_command
+            from django.db import connections
+
+            call_command("migrate", verbosity=0)
+            try:
+                common.print_header(f"regressions page, PostgreSQL, {args.runs:,} runs")
+                results["page"] = measure_page(args.runs, args.repeats)
+            finally:
+                connections.close_all()
+                with psycopg.connect(url, autocommit=True) as admin:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{scratch}"')
+        else:
+            common.setup_django(work, allowed_hosts="testserver")
+            common.print_header(f"the import hook, SQLite, {args.requests:,} requests")
+            results["hook"] = measure_hook(work, args.requests, min(args.repeats, 3))
+            from django.db import connections
+
+            connections.close_all()
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{connections['default'].settings_dict['NAME']}{suffix}").unlink(missing_ok=True)
+            from django.core.management import call_command
+
+            call_command("migrate", verbosity=0)
+            common.print_header(f"regressions page, SQLite, {args.runs:,} runs")
+            results["page"] = measure_page(args.runs, args.repeats)
+    common.write_results(args.out, f"regressions_speed_{results['engine']}", results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
