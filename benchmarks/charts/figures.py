@@ -161,6 +161,9 @@ def timeline_reduced(
     failed: list[tuple[str, Mapping[str, Any]]] = []
     for group, rows in groups.items():
         name = literal(group)
+        failed += [(name, row) for row in rows if row["failed"]]
+        if not any(row["valued"] for row in rows):
+            continue  # a line of failed runs alone (or of no value): its crosses say it
         traces.append(
             {
                 "type": "scattergl" if 2 * len(rows) > WEBGL_POINTS else "scatter",
@@ -184,7 +187,6 @@ def timeline_reduced(
                 "connectgaps": False,
             }
         )
-        failed += [(name, row) for row in rows if row["failed"]]
     values = [y for t in traces for y in t["reduced"]["lo"] if y is not None]
     floor = min(values) if values else 0
     if failed:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.db.models import QuerySet
 
 from ..history.baselines import WINDOWS
 from ..history.forms import RunFilterForm, ValueFilterField, offer_top
+from ..models import Run
 from . import figures
 
 
@@ -25,6 +27,18 @@ class ChartForm(RunFilterForm):
 
     def grouping(self) -> str:
         return self.cleaned_data.get("group") or "label"
+
+    def besides_outcome(self, runs: QuerySet[Run]) -> QuerySet[Run] | None:
+        """The runs every filter but the outcome matches (None without an outcome filter): the timeline
+        looks for an outcome's latest runs among their latest (timeline_data.OUTCOME_WINDOW)."""
+        outcome = self.cleaned_data.get("outcome")
+        if not outcome:
+            return None
+        self.cleaned_data["outcome"] = ""
+        try:
+            return self.narrow(runs)
+        finally:
+            self.cleaned_data["outcome"] = outcome
 
 
 class LoadCurveForm(forms.Form):

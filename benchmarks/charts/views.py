@@ -126,7 +126,8 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
             "value_source": KT(f"provenance__{sources.provenance_key(metric.column)}"),
         },
     }
-    data = timeline_data.read(runs, form.cleaned_data, metric, grouping, raw_values)
+    besides_outcome = form.besides_outcome(Run.objects.exclude(started_at=None))
+    data = timeline_data.read(runs, form.cleaned_data, metric, grouping, raw_values, besides_outcome)
     span_word = timeline_data.SPAN_WORDS.get(data.span_s, "")
     rows = data.rows
     rows.sort(key=lambda r: (figures.group_name(r, grouping), r["started_at"], r["pk"]))
@@ -156,6 +157,7 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
         span_word=span_word,
         truncated=data.truncated,
         why_raw=data.why_raw,
+        window=data.window,
         ranged=bool(x0 or x1),
         # the figure holds less than every run of its range: a zoom or a pan fetches the range's detail
         partial=bool(data.buckets or data.truncated or x0 or x1),

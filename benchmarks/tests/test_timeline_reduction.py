@@ -147,7 +147,7 @@ def many(monkeypatch: pytest.MonkeyPatch) -> list[Run]:
 def test_past_raw_max_runs_each_line_is_its_min_and_max_per_bucket_read_with_bounded_queries(client, many):
     with CaptureQueriesContext(connection) as queries:
         page = client.get(reverse("chart-timeline"), {"metric": "tok_s", "group": "label"}).content.decode()
-    # the choices; how many runs (at most 51); the first and last run; the buckets
+    # the choices; how many runs (at most 51); the first and last week bucket; the buckets
     assert len(queries) == 4
     for query in queries:  # no query reads the runs without a bound
         sql = query["sql"]
@@ -203,7 +203,9 @@ def test_the_overview_download_says_it_holds_buckets_not_runs(client, many):
 
 def test_a_filter_the_buckets_cannot_express_draws_the_latest_runs_and_says_why(client, many):
     page = client.get(reverse("chart-timeline"), {"outcome": "ok"}).content.decode()
-    assert "the latest 50 (filtered by outcome: no overview of older runs)" in page
+    assert (
+        "among the latest 20000 of the range — the latest 50 (filtered by outcome: no overview of older runs)" in page
+    )
     assert all("reduced" not in t for t in figure(page)["data"])
 
 
@@ -296,3 +298,12 @@ def test_past_max_lines_the_smallest_lines_are_drawn_together_as_grey_points(cli
     assert len(drawn) + 31 == 120  # every run drawn once: the 40-run line and 49 of one run, 31 grey
     failed = next(t for t in fig["data"] if t["name"] == "failed runs")
     assert sorted(failed["customdata"]) == sorted(Run.objects.filter(n_ok=0).values_list("pk", flat=True))
+
+
+def test_past_raw_max_failed_runs_are_counted_per_bucket(client, many):
+    page = client.get(reverse("chart-timeline"), {"outcome": "failed", "group": "label"}).content.decode()
+    failed = [r for r in many if r.started_at and r.n_requests and not r.n_ok]
+    assert len(failed) > timeline_data.RAW_MAX and f"{len(failed)} runs" in page
+    (crosses,) = figure(page)["data"]  # no line: failed runs have no value
+    counts = [int(re.search(r": (\d+) of \1 runs failed", text).group(1)) for text in crosses["text"]]
+    assert crosses["name"] == "failed runs" and sum(counts) == len(failed)
