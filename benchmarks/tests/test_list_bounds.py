@@ -69,6 +69,7 @@ def _plan(sql: str, params: tuple) -> str:
         # give the order at all (a Sort node then means none can: its order or NULLs differ)
         cursor.execute("SET LOCAL enable_seqscan = off")
         cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")  # a fresh table is not vacuumed yet
         cursor.execute("EXPLAIN " + sql, params)
         return "\n".join(row[0] for row in cursor.fetchall())
 
@@ -228,3 +229,25 @@ def test_a_runs_day_is_its_utc_calendar_day_on_every_engine():
     Run.objects.bulk_create(Run(key=f"d{i}", model="m", started_at=t) for i, t in enumerate(times))
     days = dict(Run.objects.annotate(day=UtcDay("started_at")).values_list("key", "day"))
     assert days == {f"d{i}": t.date().isoformat() for i, t in enumerate(times)}
+
+
+@pytest.mark.parametrize(
+    ("url", "params", "marker"),
+    [
+        ("run-list", {"outcome": "failed"}, "SELECT COUNT(*)"),
+        ("run-list", {"outcome": "partial", "model": "m1.gguf"}, "SELECT COUNT(*)"),
+        ("home", {}, ' AS "day"'),
+    ],
+)
+def test_an_outcome_is_found_through_an_index_never_a_scan_of_the_runs(client, url, params, marker):
+    make_runs(40)
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(reverse(url), params).status_code == 200
+    statements = [q["sql"] for q in queries if marker in q["sql"]]
+    assert len(statements) == 1, [q["sql"][:120] for q in queries]
+    plan = _plan(statements[0], ())
+    # through the n_ok index (failed: n_ok = 0) or a dated index that holds the counts (never the rows)
+    assert re.search(r"(SEARCH|SCAN) benchmarks_run USING (COVERING )?INDEX run_|Index (Only )?Scan", plan), plan
+    assert not re.search(r"SCAN benchmarks_run$|Seq Scan", plan, re.MULTILINE), plan
+    if url == "home":  # a month of runs per day: from run_started_idx alone, no run's row read
+        assert re.search(r"COVERING INDEX run_started_idx|Index Only Scan using run_started_idx", plan), plan
