@@ -3,7 +3,7 @@
 What is measured
 ----------------
 The database bench/scale_fill.py fills (run first, in its own process: it reuses a filled
-database that is current, migrates one that lags behind the migrations, or fills one) —
+database that is current, or fills one) —
 bench/synthetic.py's lab at ``--runs`` runs (default 1,000,000) of 10 requests each, 20,000
 jobs on one server and 2,000 sweeps — on SQLite or, with ``--engine postgres``, PostgreSQL.
 
@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         "requests": meta["requests"],
         "jobs": meta["jobs"],
         "sweeps": meta["sweeps"],
-        "fill": {k: meta.get(k) for k in ("fill_s", "catch_up_s", "filled_at", "rebuild_derived", "size_bytes")},
+        "fill": {k: meta.get(k) for k in ("fill_s", "filled_at", "rebuild_derived", "size_bytes")},
         "timed_requests": args.requests,
         "goals": {"p95_ms": GOAL_MS, "regressions_p95_ms": GOAL_REGRESSIONS_MS, "wire_bytes": GOAL_BYTES},
         "complete": True,
