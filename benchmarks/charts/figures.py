@@ -149,31 +149,40 @@ def timeline_reduced(
 ) -> dict[str, Any]:
     """Each line as the min and the max of its runs per bucket (timeline_data), marked as reduced.
 
-    Per bucket the server sends its start (Unix seconds), min, max, runs with a value and runs;
-    charts.js draws each bucket as a tick at its min and one at its max and writes the hover
-    ("max of 37 runs (35 with a value), 2026-03-02 00:00 … 03-03 00:00"); clicking one zooms into
-    its bucket, which fetches the runs. Failed runs are counted per bucket as red crosses.
+    Per bucket the server sends its start and end (Unix seconds), min, max, runs with a value and runs;
+    charts.js draws each bucket as a vertical stroke from its min to its max (the per-pixel min/max
+    picture: no line joins one bucket's max to the next one's min) and writes the hover at either end
+    ("max of 37 runs (35 with a value) · 2026-03-02 00:00 … 2026-03-03 00:00 UTC"); clicking one zooms
+    into its bucket, which fetches the runs. Failed runs are counted per bucket as red crosses.
     """
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for bucket in buckets:
         groups.setdefault(group_name(bucket, grouping), []).append(bucket)
     traces: list[dict[str, Any]] = []
     failed: list[tuple[str, Mapping[str, Any]]] = []
+    valued = [g for g, rows in groups.items() if any(row["valued"] for row in rows)]
     for group, rows in groups.items():
         name = literal(group)
         failed += [(name, row) for row in rows if row["failed"]]
-        if not any(row["valued"] for row in rows):
+        if group not in valued:
             continue  # a line of failed runs alone (or of no value): its crosses say it
+        # each line's strokes at its own place within the bucket, side by side: not hidden behind another's
+        at = (valued.index(group) + 0.5) / len(valued)
         traces.append(
             {
                 "type": "scattergl" if 2 * len(rows) > WEBGL_POINTS else "scatter",
-                "mode": "lines",  # a marker per point is an SVG node each: twice the paint time
+                # a stroke per bucket; a marker at its ends only for a few buckets (a bucket of one value is
+                # a point): each marker is an SVG node to paint
+                "mode": "lines+markers" if len(rows) <= MARKED_POINTS else "lines",
                 "name": f"{name} (min/max per {span_word})",
                 # each bucket's middle (charts.js draws two points there: the min and the max)
-                "x": [_when(datetime.fromtimestamp((row["start"] + row["end"]) // 2, UTC)) for row in rows],
+                "x": [
+                    _when(datetime.fromtimestamp(row["start"] + (row["end"] - row["start"]) * at, UTC)) for row in rows
+                ],
                 "y": [],
                 "reduced": {
                     "span": span_s,
+                    "at": round(at, 4),
                     "start": [row["start"] for row in rows],
                     "end": [row["end"] for row in rows],
                     "lo": [_round(row["lo"]) for row in rows],
@@ -181,8 +190,8 @@ def timeline_reduced(
                     "valued": [row["valued"] for row in rows],
                     "runs": [row["runs"] for row in rows],
                 },
-                "marker": {"symbol": "line-ns-open", "size": 9},
-                "line": {"width": 1},
+                "marker": {"size": 4},
+                "line": {"width": 2},
                 "hovertemplate": "%{text}<br>%{y}<extra>%{fullData.name}</extra>",
                 "connectgaps": False,
             }

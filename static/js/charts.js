@@ -13,15 +13,17 @@
   }
 
   // A reduced line (figures.timeline_reduced): per bucket its start, end, min, max and counts. Each bucket
-  // is drawn as a point at its min and one at its max, the hover saying what the point stands for; the
-  // point's customdata is the bucket's start (a click zooms into the bucket: trace.reduced.end), not a run id.
+  // is drawn as a vertical stroke from its min to its max (a gap between buckets; each line's strokes at its
+  // own place within the bucket, r.at), the hover at either end
+  // saying what the point stands for; the point's customdata is the bucket's start (a click zooms into the
+  // bucket: trace.reduced.end), not a run id.
   function expandReduced(trace) {
     var r = trace.reduced;
     if (!r || !r.lo) return;
     var x = [], y = [], text = [], starts = [], ends = [];
     r.start.forEach(function (start, i) {
       var end = r.end[i];
-      var middle = utc((start + end) / 2);
+      var middle = utc(start + (end - start) * r.at);  // the line's place within the bucket
       var range = when(start) + " … " + when(end) + " UTC";
       var runs = r.runs[i] + " run" + (r.runs[i] === 1 ? "" : "s");
       var valued = r.valued[i] === r.runs[i] ? "" : " (" + r.valued[i] + " with a value)";
@@ -32,9 +34,10 @@
         x.push(middle); y.push(r.lo[i]); text.push((r.runs[i] === 1 ? "1 run" : "the only value of " + runs) + " · " + range);
         starts.push(start); ends.push(end);
       } else {
-        x.push(middle, middle); y.push(r.lo[i], r.hi[i]); starts.push(start, start); ends.push(end, end);
+        x.push(middle, middle, null); y.push(r.lo[i], r.hi[i], null);
+        starts.push(start, start, null); ends.push(end, end, null);
         text.push("<b>min</b> of " + runs + valued + " · " + range + " · click to zoom in",
-                  "<b>max</b> of " + runs + valued + " · " + range + " · click to zoom in");
+                  "<b>max</b> of " + runs + valued + " · " + range + " · click to zoom in", "");
       }
     });
     trace.x = x; trace.y = y; trace.text = text; trace.customdata = starts;
