@@ -72,7 +72,7 @@ from common import ROOT
 
 GOAL_MS = 1000.0  # p95 server time
 GOAL_BYTES = 2**20  # one response
-MAX_TIMELINE_POINTS = 10_000  # chart_views.MAX_TIMELINE_POINTS, checked at start
+MAX_TIMELINE_POINTS = 2_000  # chart_views.MAX_TIMELINE_POINTS (timeline_data.RAW_MAX), checked at start
 SUGGESTIONS = 20  # history.values.SUGGESTIONS, checked at start
 TOP_CHOICES = 50  # history.values.TOP_CHOICES, checked at start
 REQUESTS_PER_PAGE = 200  # history.views.REQUESTS_PER_PAGE, checked at start

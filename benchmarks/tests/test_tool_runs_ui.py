@@ -510,8 +510,8 @@ def test_the_charts_cost_the_same_queries_for_few_or_many_tool_runs(
         with django_assert_num_queries(3):
             html = page(client, "chart-timeline")
         assert f"{2 * n} runs" in html
-        # does a run hold the model; the choices; the points
-        with django_assert_num_queries(3):
+        # does a run hold the model; the choices; are there more runs than a curve reads; the points
+        with django_assert_num_queries(4):
             html = page(client, "chart-load", model=MODEL, x="request_rate")
         assert 'id="load-figure-plot"' in html
 
