@@ -223,6 +223,9 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
     return _render(request, "charts/compare.html", context)
 
 
+LOAD_CURVE_RUNS = 5_000  # the latest runs a load curve averages; older ones by narrowing (GPU, label)
+
+
 @require_GET
 def load_curve(request: HtmxHttpRequest) -> HttpResponse:
     form = LoadCurveForm(request.GET)
@@ -277,9 +280,6 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
         max_runs=LOAD_CURVE_RUNS,
     )
     return _render(request, "charts/load_curve.html", context)
-
-
-LOAD_CURVE_RUNS = 5_000  # the latest runs a load curve averages; older ones by narrowing (GPU, label)
 
 
 @require_GET
