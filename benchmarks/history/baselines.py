@@ -3,8 +3,9 @@
 A dated run is filed under its series (SeriesRun) by a 64-bit hash of its configuration and
 workload (charts.series.SERIES_FIELDS), computed set-based in SQL: md5 of the fields quoted as
 SQL literals on PostgreSQL; on SQLite, which has no hash, blake2b of their values through a
-function registered on the connection (NULL apart from '', every float exact either way). When runs change, each series
-they were or are in is compared again, per family (alone, within a label, within a server):
+function registered on the connection (NULL apart from '', every float exact either way).
+When runs change, each series they were or are in is compared again, per family (alone,
+within a label, within a server):
 its latest DEPTH runs are read down an index, and charts.figures.baseline_comparison decides,
 for every window of WINDOWS and every metric, whether the latest run is worse (BaselineComparison
 keeps only those). A series with a single run has nothing to compare: a new run alone in its
