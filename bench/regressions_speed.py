@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             base, name = url.rsplit("/", 1)
             scratch = f"{name}_regressions"
             with psycopg.connect(url, autocommit=True) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
+                admin.execute(f'DROP DATABASE IF EXISTS "{scratch}"')
                 admin.execute(f'CREATE DATABASE "{scratch}"')
             os.environ["DATABASE_URL"] = f"{base}/{scratch}"
             os.environ["KVLAB_VAR_DIR"] = str(work)
@@ -186,8 +186,11 @@ def main(argv: list[str] | None = None) -> int:
                 results["page"] = measure_page(args.runs, args.repeats)
             finally:
                 connections.close_all()
+                pool_closer = getattr(connections["default"], "close_pool", None)
+                if pool_closer is not None:  # the pool's idle connections hold the database too
+                    pool_closer()
                 with psycopg.connect(url, autocommit=True) as admin:
-                    admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
+                    admin.execute(f'DROP DATABASE IF EXISTS "{scratch}"')
         else:
             common.setup_django(work, allowed_hosts="testserver")
             common.print_header(f"the import hook, SQLite, {args.requests:,} requests")
