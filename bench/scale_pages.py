@@ -2,10 +2,10 @@
 
 What is measured
 ----------------
-The database bench/scale_fill.py fills (run first, in its own process: it reuses a filled
-database that is current, or fills one) —
-bench/synthetic.py's lab at ``--runs`` runs (default 1,000,000) of 10 requests each, 20,000
-jobs on one server and 2,000 sweeps — on SQLite or, with ``--engine postgres``, PostgreSQL.
+The database bench/scale_fill.py fills (run first, in its own process: it reuses a kept
+database that is current, or fills one) — bench/synthetic.py's lab at ``--runs`` runs (default
+1,000,000) of 10 requests each, 20,000 jobs on one server and 2,000 sweeps — on SQLite or,
+with ``--engine postgres``, PostgreSQL.
 
 Then django.test.Client requests each page in-process, through the whole middleware stack
 (gzip included: every request says ``Accept-Encoding: gzip``), view and template: once to
@@ -26,9 +26,11 @@ The pages (per_page 200 unless named):
 
 Every answer is checked, so only real pages are measured: status 200, and what the page must
 show, against plain SQL — the run list's rows are as many as the filter matches (up to the
-page size), every row matches the filter and the rows come in the sort's order (no value
-lowest), the first holding the extreme value; the run page's 10 requests; compare's 12 runs
-and 120 requests; each chart's figure with points; the home page's 10 latest runs; 50 job
+page size; fewer, not none, where the page says it sorted its many matches among the runs
+ranked first), every row matches the filter (a part of a run id: among the latest runs, as
+the form says) and the rows come in the sort's order (no value lowest), the first holding the
+extreme value; the run page's 10 requests; compare's 12 runs, and a strip point for each of
+their ok requests; each chart's figure with points; the home page's 10 latest runs; 50 job
 rows; 100 sweep rows; the regressions found, or the groups searched.
 
 The table gives each page's p95 and median server time (nearest rank) beside the goal — p95
@@ -208,8 +210,10 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
         r[0] for r in rows("SELECT id FROM benchmarks_run WHERE model = %s ORDER BY id DESC LIMIT 12", (model,))
     ]
     assert len(compare_ids) == 12, "the lab has not 12 runs of the model"
-    n_compare = scalar(
-        f"SELECT count(*) FROM benchmarks_requestresult WHERE run_id IN ({', '.join(['%s'] * 12)})", tuple(compare_ids)
+    n_strip = scalar(
+        f"SELECT count(*) FROM benchmarks_requestresult WHERE run_id IN ({', '.join(['%s'] * 12)}) "
+        "AND ok AND tok_s IS NOT NULL",
+        tuple(compare_ids),
     )
     zoom = {"x0": (until - timedelta(days=30)).isoformat(), "x1": until.isoformat()}
     n_jobs = scalar("SELECT count(*) FROM benchmarks_job")
@@ -223,7 +227,7 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
         {"page": "compare, 12 runs", "kind": "compare page", "url": reverse("run-compare"),
          "params": {"run": compare_ids}, "runs": compare_ids},
         {"page": "compare chart, 12 runs", "kind": "compare chart", "url": reverse("chart-compare"),
-         "params": {"run": compare_ids}, "requests": n_compare},
+         "params": {"run": compare_ids}, "points": n_strip},
         {**timeline, "page": "timeline", "params": {}},
         *({**timeline, "page": f"timeline by {group}", "params": {"group": group}}
           for group in figures.GROUPINGS if group != "label"),
@@ -312,6 +316,8 @@ def check(case: dict[str, Any], response: Any) -> bytes:
         assert figure, f"{name}: no figure"
         boxes = [t for t in figure["data"] if t.get("type") == "box"]
         assert len(boxes) == 12, f"{name}: {len(boxes)} strips, not 12"
+        shown = sum(len(t["y"]) for t in boxes)
+        assert shown == case["points"], f"{name}: {shown} strip points, not the {case['points']} ok requests"
     elif kind == "timeline":
         figure = figures_on(body).get(case["figure"])
         assert figure and points(figure) > 0, f"{name}: no figure, or no point on it"
@@ -504,11 +510,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {p['page']:<34} p95 {p['p95_ms']:8.1f} ms  {p['wire_bytes'] or 0:>10,} B  {verdict(p)}", flush=True)
     connections.close_all()
 
-    shown_argv = [a for a in (argv if argv is not None else sys.argv[1:]) if a not in ("--out",)]
+    given = argv if argv is not None else sys.argv[1:]
     results = {
         "engine": args.engine,
         "engine_version": engine_version,
-        "command": shlex.join([".venv/bin/python", "bench/scale_pages.py", *shown_argv]),
+        "command": shlex.join([".venv/bin/python", "bench/scale_pages.py", *given]),
         "runs": meta["runs"],
         "requests": meta["requests"],
         "jobs": meta["jobs"],
