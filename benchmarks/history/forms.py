@@ -9,7 +9,7 @@ from typing import Any
 
 from django import forms
 from django.core.validators import MaxValueValidator, MinValueValidator
-from django.db.models import F, Func, Q, QuerySet, Subquery
+from django.db.models import F, Func, Q, QuerySet
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import format_html
@@ -176,8 +176,8 @@ class RunFilterForm(forms.Form):
         if data.get("run"):
             # A run id typed whole is found anywhere (the unique index); a part of one among the latest
             # KEY_SEARCH_RUNS runs: a substring can use no index, and a search of every run reads them all.
-            latest = Run.objects.order_by(*NEWEST_FIRST).values("pk")[:KEY_SEARCH_RUNS]
-            runs = runs.filter(Q(key=data["run"]) | Q(key__contains=data["run"], pk__in=Subquery(latest)))
+            latest = first_runs(("started_at", "id"), descending=True, n=KEY_SEARCH_RUNS)
+            runs = runs.filter(Q(key=data["run"]) | (Q(key__contains=data["run"]) & latest))
         for name in VALUE_FILTERS:
             if data.get(name):
                 runs = runs.filter(**{name: data[name]})
@@ -197,6 +197,18 @@ class RunFilterForm(forms.Form):
         """Sorted by a run's value (tok/s, label …), not by date."""
         return self.current_sort.lstrip("-") != "date"
 
+    def sort_columns(self) -> tuple[list[str], bool]:
+        """The columns the chosen sort orders by, and whether it goes down."""
+        sort = self.current_sort
+        name = sort.lstrip("-")
+        return [SORTS[name], *(("started_at",) if name in DATED_SORTS else ()), "id"], sort.startswith("-")
+
+    def latest_matches(self, runs: QuerySet[Run], n: int) -> QuerySet[Run]:
+        """The latest n runs the filters match (all of them if fewer), unordered: a range of the filter's
+        dated index (run_model_idx …, or run_started_idx), whatever the history holds."""
+        matches = self.narrow(runs)
+        return matches.filter(first_runs(("started_at", "id"), descending=True, n=n, among=matches))
+
     def order(self, runs: QuerySet[Run], *, by_index: bool = True) -> QuerySet[Run]:
         """The runs in the chosen order.
 
@@ -206,17 +218,52 @@ class RunFilterForm(forms.Form):
         index serves, so that the database finds the (few) matching runs by a filter's index and sorts
         them, instead of walking the sort's index past every run the filter rejects.
         """
-        sort = self.current_sort
-        name = sort.lstrip("-")
-        columns = [SORTS[name], *(("started_at",) if name in DATED_SORTS else ()), "id"]
+        columns, descending = self.sort_columns()
         values = [F(c) if by_index or c == "id" else Unindexed(c) for c in columns]
-        if sort.startswith("-"):
+        if descending:
             return runs.order_by(*(v.desc(nulls_last=True) for v in values))
         return runs.order_by(*(v.asc(nulls_first=True) for v in values))
 
     @property
     def current_sort(self) -> str:
         return (self.cleaned_data.get("sort") if self.is_valid() else None) or "-date"
+
+
+def first_runs(
+    columns: list[str] | tuple[str, ...], *, descending: bool, n: int, among: QuerySet[Run] | None = None
+) -> Q:
+    """The runs among the first n in this order (NULL the lowest value; of `among`, else of every run), as a
+    range of the order's index.
+
+    The n-th run is found by one bounded walk of the index (OFFSET n - 1); the runs up to it are those
+    whose (columns…) come before or at its, written as the lexicographic comparison with a leading
+    range on the first column, which both engines turn into a range of the same index: a plan that
+    reads at most n runs, however the filters around it are judged (given an IN of the first n ids,
+    PostgreSQL misjudged a filter and read every run instead).
+    """
+    order = [F(c).desc(nulls_last=True) if descending else F(c).asc(nulls_first=True) for c in columns]
+    edge = (Run.objects.all() if among is None else among).order_by(*order).values_list(*columns)[n - 1 : n]
+    if not edge:
+        return Q()  # fewer than n runs: all of them
+    return _up_to(list(columns), list(edge[0]), descending)
+
+
+def _up_to(columns: list[str], values: list[Any], descending: bool) -> Q:
+    """(columns…) at or before `values` in the order: lexicographic, NULL the lowest value."""
+    column, value, rest = columns[0], values[0], columns[1:]
+    if descending:  # before = greater; everything is greater than or equal to NULL
+        before = Q(**{f"{column}__isnull": False}) if value is None else Q(**{f"{column}__gt": value})
+        bound = Q() if value is None else Q(**{f"{column}__gte": value})
+    else:  # before = smaller; NULL is smaller than every value
+        if value is None:
+            before, bound = Q(pk__in=[]), Q(**{f"{column}__isnull": True})
+        else:
+            before = Q(**{f"{column}__lt": value}) | Q(**{f"{column}__isnull": True})
+            bound = Q(**{f"{column}__lte": value}) | Q(**{f"{column}__isnull": True})
+    same = Q(**{f"{column}__isnull": True}) if value is None else Q(**{column: value})
+    if not rest:
+        return before | same
+    return bound & (before | (same & _up_to(rest, values[1:], descending)))
 
 
 class Unindexed(Func):

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, Expression, F, FloatField, Func, Max, OuterRef, QuerySet, Subquery, Value
+from django.db.models import Count, Exists, Expression, F, FloatField, Func, Max, OuterRef, QuerySet, Value
 from django.db.models.functions import Mod
 from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
@@ -58,7 +58,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-SORT_WINDOW = 20_000  # runs of the whole history, in sort order, among which a filter's many matches are sorted
+SORT_WINDOW = 20_000  # the latest matching runs a filter's many matches are sorted among
 
 
 def _filtered_by_value(form: RunFilterForm, runs: QuerySet[Run], many: bool) -> tuple[QuerySet[Run], int | None]:
@@ -66,16 +66,14 @@ def _filtered_by_value(form: RunFilterForm, runs: QuerySet[Run], many: bool) -> 
 
     Walking the sort's index and skipping the runs a filter rejects is fast while matches are common
     near the top, and reads the whole history when they are not (the failed runs, which have no tok/s,
-    all sit at the bottom of it). So: when at most LIST_CAP runs match (the count said so), the
-    database finds them by the filter's index and sorts them, however they rank. When more match,
-    the page sorts those among the SORT_WINDOW best-ranked runs of the whole history (one bounded
-    walk of the sort's index): exactly the top of the filtered list, as far as it reaches into that
-    window; the page says where it ends.
+    all sit at the bottom of it; a slow model's runs below every fast one's). So the matching runs are
+    found by the filter's own index and sorted: all of them when at most LIST_CAP match (the count
+    said so), else the latest SORT_WINDOW of them (a range of the filter's dated index), and the page
+    says so.
     """
     if not many:
         return form.order(form.narrow(runs), by_index=False), None
-    window = form.order(Run.objects.all()).values("pk")[:SORT_WINDOW]
-    return form.filter(runs).filter(pk__in=Subquery(window)), SORT_WINDOW
+    return form.order(form.latest_matches(runs, SORT_WINDOW), by_index=False), SORT_WINDOW
 
 
 def _with_requests_stored(runs: list[Run]) -> list[Run]:

@@ -196,13 +196,13 @@ def test_a_filtered_list_sorted_by_a_value_is_in_order_whether_few_or_many_runs_
     few = run_keys(client.get(reverse("run-list"), {"model": "m1.gguf", "sort": sort}).content.decode())
     assert few == expected  # found by the model's index, sorted: all of them, in order
 
-    # more match than the list counts: sorted among the SORT_WINDOW first runs of the whole history
+    # more match than the list counts: the latest SORT_WINDOW of them are sorted
     monkeypatch.setattr(paging, "LIST_CAP", 10)
-    monkeypatch.setattr(history_views, "SORT_WINDOW", 30)
-    window = set(_python_order(list(Run.objects.all()), sort)[:30])
+    monkeypatch.setattr(history_views, "SORT_WINDOW", 8)
+    latest = set(_python_order(matching, "-date")[:8])
     html = client.get(reverse("run-list"), {"model": "m1.gguf", "sort": sort}).content.decode()
-    assert run_keys(html) == [k for k in expected if k in window][:10]
-    assert "sorted among the 30 runs ranked first by this sort in the whole history" in html
+    assert run_keys(html) == [k for k in expected if k in latest]
+    assert "So many runs match that the latest 8 of them are sorted" in html
 
 
 def test_a_whole_run_id_is_found_anywhere_and_a_part_of_one_among_the_latest_runs(client, monkeypatch):
@@ -251,3 +251,18 @@ def test_an_outcome_is_found_through_an_index_never_a_scan_of_the_runs(client, u
     assert not re.search(r"SCAN benchmarks_run$|Seq Scan", plan, re.MULTILINE), plan
     if url == "home":  # a month of runs per day: from run_started_idx alone, no run's row read
         assert re.search(r"COVERING INDEX run_started_idx|Index Only Scan using run_started_idx", plan), plan
+
+
+@pytest.mark.parametrize("sort", [f"{sign}{name}" for name in SORTS for sign in ("", "-")])
+def test_the_first_n_runs_of_a_sort_are_a_range_of_its_index_nulls_and_ties_included(sort):
+    from benchmarks.history.forms import RunFilterForm, first_runs
+
+    make_runs(60)  # NULL tok/s and ctx, ties in every column, one run without a date
+    Run.objects.filter(pk__in=list(Run.objects.values_list("pk", flat=True)[:9])).update(started_at=None)
+    form = RunFilterForm({"sort": sort})
+    assert form.is_valid()
+    everything = _python_order(list(Run.objects.all()), sort)
+    columns, descending = form.sort_columns()
+    for n in (1, 7, 25, 59, 60, 61):
+        chosen = set(Run.objects.filter(first_runs(columns, descending=descending, n=n)).values_list("key", flat=True))
+        assert chosen == set(everything[:n]), (sort, n)
