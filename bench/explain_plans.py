@@ -236,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nEXPLAIN ANALYZE of every page query, {n_runs:,} runs (PostgreSQL): rows read from kvlab's tables")
         report_postgres(found, args.bound)
     command = " ".join(argv if argv is not None else sys.argv[1:])
+    command = re.sub(r"(://[^:/@\s]+:)[^@\s]+@", r"\1***@", command)  # a database password is never printed
     print(f"  (command: .venv/bin/python bench/explain_plans.py {command})")
     results = {"engine": args.engine, "runs": n_runs, "pages": found, **common.machine()}
     common.write_results(args.out, f"explain_plans_{args.engine}", results)

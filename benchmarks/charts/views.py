@@ -244,8 +244,10 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
         runs = runs.filter(label=form.cleaned_data["label"])
     # The latest LOAD_CURVE_RUNS runs (a walk down run_model_idx), not every run a model ever had: the
     # page's cost does not grow with the history, and it says when older runs were left out.
-    newest_first = runs.order_by(F("started_at").desc(nulls_last=True), "-id").values("pk")
-    capped = newest_first[LOAD_CURVE_RUNS : LOAD_CURVE_RUNS + 1].exists()
+    # (id NULLS LAST too, as run_model_idx holds it on PostgreSQL; and the check past the cap keeps the
+    # order, which .exists() would drop, so that it walks the same index instead of scanning the runs)
+    newest_first = runs.order_by(F("started_at").desc(nulls_last=True), F("id").desc(nulls_last=True)).values("pk")
+    capped = len(newest_first[LOAD_CURVE_RUNS : LOAD_CURVE_RUNS + 1]) > 0
     runs = Run.objects.filter(pk__in=Subquery(newest_first[:LOAD_CURVE_RUNS]))
     not_failed = ~OUTCOME_Q[FAILED]  # a failed run has no speed: never averaged in as a zero
     points = list(
