@@ -58,7 +58,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, template, context, status=status)
 
 
-SORT_WINDOW = 20_000  # the latest matching runs a filter's many matches are sorted among
+SORT_WINDOW = 10_000  # the latest matching runs a filter's many matches are sorted among (as many as a list counts)
 
 
 def _filtered_by_value(form: RunFilterForm, runs: QuerySet[Run], many: bool) -> tuple[QuerySet[Run], int | None]:
