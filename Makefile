@@ -58,8 +58,11 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/explain_plans.py --engine postgres
 	$(BIN)/python bench/scale_fill.py
 	$(BIN)/python bench/scale_pages.py
+	$(BIN)/python bench/scale_paint.py
+	$(BIN)/python bench/explain_plans.py --database-url "sqlite:///$(HOME)/.cache/kvlab/scale/sqlite-1000000/kvlab.sqlite3"
 	$(BIN)/python bench/scale_fill.py --engine postgres
 	$(BIN)/python bench/scale_pages.py --engine postgres
+	$(BIN)/python bench/explain_plans.py --database-url "$$(scripts/ensure-postgres.sh | tail -n 1 | sed 's|/[^/]*$$|/kvlab_scale|')"
 
 # Opt-in: kvlab's TTFT/ITL/throughput against GuideLLM's on the same real llama-server
 # (installs guidellm, with torch, into its own venv under ~/.cache/kvlab on first use).

@@ -77,3 +77,15 @@ def test_a_kept_database_is_refilled_when_a_migration_or_the_generator_changes()
     assert reusable(held, want, {"benchmarks.0001_initial": "a"}) == "migration benchmarks.0002_more changed"
     assert reusable(held, want | {"generator": "g2"}, applied) == "generator changed"
     assert reusable(None, want, applied) == "no complete fill"
+
+
+def test_scale_paint_times_the_timeline_in_chromium_on_the_kept_database(tmp_path: Path) -> None:
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    run("scale_fill.py", "--cache", str(cache), "--out", str(out))
+    stdout = run("scale_paint.py", "--cache", str(cache), "--out", str(out))
+
+    assert "Timeline paint in Chromium, 2,000 runs (SQLite), 1 loads each after a warm-up" in stdout
+    pages = json.loads((out / "scale_paint.json").read_text())["pages"]
+    assert [p["case"] for p in pages] == ["timeline label", "timeline a month", "timeline a day", "timeline series"]
+    assert all(p["painted_ms"] > 0 and p["points"] > 0 and p["traces"] > 0 for p in pages)
+    assert all(p["paint_ok"] == (p["painted_ms"] < 500) for p in pages)
