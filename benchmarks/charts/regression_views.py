@@ -18,7 +18,7 @@ from kvlab.http import HtmxHttpRequest
 from ..history import baselines, derived
 from . import figures
 from .forms import RegressionForm
-from .views import _render
+from .rendering import render_chart
 
 MAX_REGRESSIONS_SHOWN = 100  # the worst ones; the page says how many more there are
 MAX_COUNTED = 1_000  # regressions and series are counted up to this many; more read "1,000+"
@@ -33,7 +33,7 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
     form = RegressionForm(request.GET)
     context: dict[str, Any] = {"form": form, "page_title": "Regressions", "windows": baselines.WINDOWS}
     if not form.is_valid():
-        return _render(request, "charts/regressions.html", context, status=400)
+        return render_chart(request, "charts/regressions.html", context, status=400)
     grouping = form.cleaned_data.get("group") or "label"
     window = form.cleaned_data.get("window") or 10
     family = FAMILY_OF.get(grouping, "series")
@@ -76,4 +76,4 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
             series_capped=len(sample) > MAX_COUNTED,
             n_groups=len({r["group"] for r in sample}),
         )
-    return _render(request, "charts/regressions.html", context)
+    return render_chart(request, "charts/regressions.html", context)

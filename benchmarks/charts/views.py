@@ -11,9 +11,8 @@ import io
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, F, FloatField, Max, Min, Q, QuerySet, Subquery
+from django.db.models import Avg, Count, F, Max, Min, Q, Subquery
 from django.db.models.fields.json import KT
-from django.db.models.functions import Cast, NullIf
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -28,6 +27,8 @@ from ..models import RequestResult, Run
 from . import figures, series, timeline_data
 from .days import UtcDay
 from .forms import ChartForm, LoadCurveForm
+from .rendering import render_chart as _render
+from .rendering import with_success_rate
 
 MAX_TIMELINE_POINTS = timeline_data.RAW_MAX  # the benchmarks check the cap they expect
 VALUE_FIELDS = (
@@ -57,15 +58,6 @@ TOOL_FIELDS = ("tool", "source", "engine", "server_flags", "request_rate")
 TOOL_FIGURES = (
     Q(provenance__has_key="throughput_tok_s") | Q(provenance__has_key="tok_s_mean") | Q(provenance__has_key="ttft_p95")
 )
-
-
-def with_success_rate(runs: QuerySet[Run]) -> QuerySet[Run]:
-    return runs.annotate(success_rate=Cast(F("n_ok"), FloatField()) / NullIf(F("n_requests"), 0))
-
-
-def _render(request: HtmxHttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
-    partial = f"{template}#chart" if request.htmx else template
-    return render(request, partial, context, status=status)
 
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what a spreadsheet may run as a formula

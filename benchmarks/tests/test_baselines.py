@@ -25,7 +25,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.charts import figures, regression_views, series
-from benchmarks.charts.views import with_success_rate
+from benchmarks.charts.rendering import with_success_rate
 from benchmarks.history import baselines, derived
 from benchmarks.jobs import lifecycle
 from benchmarks.models import BaselineComparison, FileImport, Job, RequestResult, Run, SeriesRun, Server

@@ -143,7 +143,13 @@ def test_chart_speed_measures_every_chart_and_its_render_in_chromium(tmp_path: P
         ("home", "html"),
     }
     assert all(c["points"] > 0 for c in measured["cases"])
-    assert [b["case"] for b in measured["browser"]] == ["timeline label", "compare 12 runs"]
+    assert [b["case"] for b in measured["browser"]] == [
+        "timeline label",
+        "timeline a month",
+        "timeline a day",
+        "timeline series",
+        "compare 12 runs",
+    ]
     assert all(b["points"] > 0 and b["afterplot_ms"] > 0 for b in measured["browser"])
 
 
