@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kvlab-explain-") as tmp:
         pg_admin = None
         os.environ.update(common.scratch_env(Path(tmp), allowed_hosts="testserver"))
+        os.environ.pop("DATABASE_URL", None)  # never the database of the environment: a scratch one, or the one named
         if args.database_url:
             os.environ["DATABASE_URL"] = args.database_url
             common.start_django()
