@@ -249,8 +249,10 @@ def test_an_outcome_is_found_through_an_index_never_a_scan_of_the_runs(client, u
     # through the n_ok index (failed: n_ok = 0) or a dated index that holds the counts (never the rows)
     assert re.search(r"(SEARCH|SCAN) benchmarks_run USING (COVERING )?INDEX run_|Index (Only )?Scan", plan), plan
     assert not re.search(r"SCAN benchmarks_run$|Seq Scan", plan, re.MULTILINE), plan
-    if url == "home":  # a month of runs per day: from run_started_idx alone, no run's row read
-        assert re.search(r"COVERING INDEX run_started_idx|Index Only Scan using run_started_idx", plan), plan
+    if url == "home":  # a month of runs per day: from a dated index alone (each holds the counts), no run's row read
+        # which dated index the planner picks on a 40-run table varies (PostgreSQL 18 may skip-scan run_engine_idx)
+        assert re.search(r"COVERING INDEX run_\w+|Index Only Scan using run_\w+", plan), plan
+        assert "Index Scan using" not in plan and "USING INDEX run_" not in plan, plan
 
 
 @pytest.mark.parametrize("sort", [f"{sign}{name}" for name in SORTS for sign in ("", "-")])
