@@ -4,8 +4,9 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from .history import derived
+from .history import derived, rollups
 from .models import FileImport, Run
+from .models.rollups import KEY_FIELDS
 
 
 @admin.register(Run)
@@ -15,19 +16,27 @@ class RunAdmin(admin.ModelAdmin):
     search_fields = ["key", "label", "model"]
 
     # A run edited or deleted here is reported like one an import or a job changes (history.derived).
+    # Where it was counted is read first: an edit may move it, a deletion leaves no row to read.
     def save_model(self, request: HttpRequest, obj: Run, form: Any, change: bool) -> None:
+        were = _positions(Run.objects.filter(pk=obj.pk)) if change else []
         super().save_model(request, obj, form, change)
-        derived.runs_changed([obj.pk])
+        derived.runs_changed([obj.pk], were)
 
     def delete_model(self, request: HttpRequest, obj: Run) -> None:
-        pk = obj.pk
+        pk, were = obj.pk, _positions(Run.objects.filter(pk=obj.pk))
         super().delete_model(request, obj)
-        derived.runs_changed([pk])
+        derived.runs_changed([pk], were)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        pks = list(queryset.values_list("pk", flat=True))
+        pks, were = list(queryset.values_list("pk", flat=True)), _positions(queryset)
         super().delete_queryset(request, queryset)
-        derived.runs_changed(pks)
+        derived.runs_changed(pks, were)
+
+
+def _positions(runs: QuerySet[Run]) -> list[rollups.Position]:
+    """Where the timeline's buckets count these runs now (before the admin changes them)."""
+    fields = [*KEY_FIELDS, "started_at"]
+    return [p for p in (rollups.position(run) for run in runs.only(*fields).order_by()) if p is not None]
 
 
 @admin.register(FileImport)

@@ -46,3 +46,11 @@ def reap_stale_sweeps() -> list[int]:
 def enqueue_sweep(sweep: Sweep) -> None:
     queue = sweep.host.celery_queue
     transaction.on_commit(lambda: run_sweep.apply_async(args=[sweep.pk], queue=queue))
+
+
+@shared_task(name="benchmarks.tasks.catch_up_derived")
+def catch_up_derived() -> int:
+    """Count the runs a large import left for later into the timeline's buckets and the regression baselines."""
+    from .history import derived
+
+    return derived.catch_up()

@@ -215,6 +215,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "reap-stale-jobs": {"task": "benchmarks.tasks.reap_stale_jobs", "schedule": 30.0},
     "reap-stale-sweeps": {"task": "benchmarks.tasks.reap_stale_sweeps", "schedule": 30.0},
+    # A large import's runs are counted into the derived tables just after its commit (a message per
+    # import); this catches up should a message be lost (benchmarks.history.derived).
+    "catch-up-derived": {"task": "benchmarks.tasks.catch_up_derived", "schedule": 60.0},
 }
 
 # Benchmark jobs: a running job writes a heartbeat; one silent this long is reaped.

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET
 
 from kvlab.http import HtmxHttpRequest
 
-from ..history import sources
+from ..history import derived, sources
 from ..history.forms import CompareForm
 from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
@@ -156,6 +156,9 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
         max_points=timeline_data.RAW_MAX,
         compare_max_runs=CompareForm.MAX_RUNS,
     )
+    if data.buckets:  # the overview is read from buckets a large import's runs may not be counted in yet
+        context["derived_pending"], context["derived_pending_since"] = derived.pending()
+        context["derived_what"] = "this overview"
     return _render(request, "charts/timeline.html", context)
 
 

@@ -29,7 +29,7 @@ from django.db.models import Model
 from django.utils import timezone
 
 from ..models import FileImport, RejectedLine, RequestResult, Run
-from . import derived, sqlite_batches
+from . import derived, rollups, sqlite_batches
 from .formats import Declared, registry
 from .jsonl import LineError, RecordError
 from .metrics import RunSummary, summarize
@@ -113,6 +113,7 @@ class _Context:
     n_summaries: int = 0
     keys: list[str] = field(default_factory=list)  # the file's runs, for the server log
     touched: list[int] = field(default_factory=list)  # stored runs this import added to (history.derived)
+    were: list[rollups.Position] = field(default_factory=list)  # where those that moved were counted before
 
 
 def import_bench_file(
@@ -411,9 +412,10 @@ def _store(parsed: SpilledFile, meta: dict[str, Any], context: _Context) -> File
 
 
 def _report_changed_runs(file_import: FileImport, context: _Context) -> None:
-    """The tables derived from the runs learn of the import's new runs and of the stored runs it added to."""
-    new = Run.objects.filter(first_import=file_import).values_list("pk", flat=True) if context.n_new_runs else []
-    derived.runs_changed([*new, *context.touched])
+    """The tables derived from the runs learn of the import's new runs and of the stored runs it added to
+    (a large import's are counted by a worker just after the commit: history.derived.runs_added)."""
+    new = list(Run.objects.filter(first_import=file_import).values_list("pk", flat=True)) if context.n_new_runs else []
+    derived.runs_added(new, context.touched, context.were)
 
 
 def _attach_server_log(keys: list[str], log: ServerLog) -> None:
@@ -499,8 +501,10 @@ def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run], context
     request_row = builder.build
     rows: list[tuple[Any, ...]] = []
     touched: list[Run] = []
+    was: dict[int, rollups.Position | None] = {}
     for parsed_run in runs:
         stored_run = existing[parsed_run.key]
+        was[stored_run.pk] = rollups.position(stored_run)  # an earlier request or a filled label moves it
         seen, next_seq = known.get(stored_run.pk, (set(), 0))
         before = len(rows)
         for _line_no, record, occurrence in parsed_run.records:
@@ -523,6 +527,9 @@ def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run], context
     builder.insert(rows)
     for run in touched:
         run.refresh_summary()
+        before = was[run.pk]
+        if before is not None and before != rollups.position(run):
+            context.were.append(before)
     context.touched.extend(run.pk for run in touched)
     return len(rows)
 

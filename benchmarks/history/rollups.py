@@ -3,19 +3,22 @@
 The hour buckets are counted from the runs; the six-hour, day and week buckets from the hour
 buckets (a min of minima, a max of maxima, a sum of counts), so a rebuild reads the runs table once.
 `runs_changed` recomputes only the buckets the given runs fall in now (history.derived calls it on
-import and when a job finishes). A run that moved to another label or hour leaves its old bucket
-counting it until `rebuild_all`; kvlab never moves a run (an import only adds runs, a job's run
-keeps its label and start hour).
+import and when a job finishes), and the buckets they fell in before when the caller says where that
+was (`position`, taken before the change): a run an import gave an earlier request (an earlier start)
+or a missing label, or one edited or deleted in the admin, leaves its old buckets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from django.db import connection
 
-from ..models.rollups import HOUR, KEY_FIELDS, ROLLED_COLUMNS, SPANS, WEEK, WEEK_STARTS, TimelineBucket
+from ..models import Run
+from ..models.rollups import HOUR, KEY_FIELDS, ROLLED_COLUMNS, SPANS, WEEK, WEEK_STARTS, TimelineBucket, bucket_start
+
+Position = tuple[Any, ...]  # a run's bucket key (KEY_FIELDS' values) and its start hour (Unix seconds)
 
 RUN_TABLE = "benchmarks_run"
 CHANGED = "timeline_changed_runs"  # temporary tables: the ids runs_changed was given,
@@ -63,7 +66,7 @@ def _affected(span: int) -> str:
     (from the changed runs' hours, staged by runs_changed)."""
     keys = ", ".join(f"a_{k}" for k in KEY_FIELDS)
     if span == HOUR:
-        return f"SELECT {keys}, a_start FROM {CHANGED_HOURS}"
+        return f"SELECT DISTINCT {keys}, a_start FROM {CHANGED_HOURS}"
     return f"SELECT DISTINCT {keys}, {_bucket('a_start', span)} AS a_start FROM {CHANGED_HOURS}"
 
 
@@ -130,19 +133,27 @@ def rebuild_all() -> None:
             cursor.execute(_span_from_hours(span, recount=False), [])
 
 
-def runs_changed(run_ids: Iterable[int]) -> None:
-    """Recount the buckets (every span) that the given runs fall in now; inside the caller's transaction.
+def position(run: Run) -> Position | None:
+    """Where a run is counted (its hour bucket's key and start), or None when it has no start time."""
+    if run.started_at is None:
+        return None
+    return (*(getattr(run, k) for k in KEY_FIELDS), bucket_start(int(run.started_at.timestamp()), HOUR))
+
+
+def runs_changed(run_ids: Iterable[int], were: Sequence[Position] = ()) -> None:
+    """Recount the buckets (every span) that the given runs fall in now, and those at the positions they
+    were counted at before (`were`); inside the caller's transaction.
 
     The ids go to a temporary table first, so that each span costs one DELETE and one INSERT whatever
     their number; each reads the rows of the buckets the runs fall in, through an index.
     """
     ids = sorted(set(run_ids))
-    if not ids:
+    if not ids and not were:
         return
     table = _q(TimelineBucket._meta.db_table)
     keys, start = _keys(), _q("start")
     with connection.cursor() as cursor:
-        _stage(cursor, ids)
+        _stage(cursor, ids, were)
         for span in SPANS:
             cursor.execute(
                 f"DELETE FROM {table} WHERE {_q('span_s')} = {span} AND ({keys}, {start}) IN"
@@ -154,8 +165,8 @@ def runs_changed(run_ids: Iterable[int]) -> None:
         cursor.execute(f"DELETE FROM {CHANGED_HOURS}", [])
 
 
-def _stage(cursor: Any, ids: list[int]) -> None:
-    """The changed run ids, then the (key, hour) of each, into this connection's temporary tables."""
+def _stage(cursor: Any, ids: list[int], were: Sequence[Position]) -> None:
+    """The changed run ids, then the (key, hour) of each, now and before, into this connection's temporary tables."""
     keys = ", ".join(f"a_{k} VARCHAR(200)" for k in KEY_FIELDS)
     cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {CHANGED} (id BIGINT PRIMARY KEY)", [])
     cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {CHANGED_HOURS} ({keys}, a_start BIGINT)", [])
@@ -171,3 +182,6 @@ def _stage(cursor: Any, ids: list[int]) -> None:
         f" WHERE {_q('id')} IN (SELECT id FROM {CHANGED}) AND {_q('started_at')} IS NOT NULL",
         [],
     )
+    if were:
+        marks = ", ".join(["%s"] * (len(KEY_FIELDS) + 1))
+        cursor.executemany(f"INSERT INTO {CHANGED_HOURS} VALUES ({marks})", [tuple(p) for p in set(map(tuple, were))])

@@ -1,6 +1,7 @@
 """Benchmark history (runs, requests, imports) and execution (servers, jobs)."""
 
 from .baselines import BaselineComparison, SeriesRun
+from .derived import DerivedBacklog
 from .history import FileImport, RejectedLine, RequestResult, Run
 from .jobs import Job, Server
 from .rollups import TimelineBucket
@@ -9,6 +10,7 @@ from .sweeps import CalibrationPoint, LaunchHost, Sweep, SweepConfig
 __all__ = [
     "BaselineComparison",
     "CalibrationPoint",
+    "DerivedBacklog",
     "FileImport",
     "Job",
     "LaunchHost",

@@ -335,9 +335,12 @@ def test_the_page_reads_a_bounded_slice_in_one_query(client, import_bytes):
     for query, expected in (({"t_tok_s": 0}, 1), ({**{f"t_{m.key}": 1000 for m in METRICS}}, 2)):
         with CaptureQueriesContext(connection) as queries:
             response = client.get(reverse("chart-regressions"), query, headers={"HX-Request": "true"})
-        assert response.status_code == 200 and len(queries.captured_queries) == expected
+        # besides, one look at the backlog a large import may have left (a few rows: history.derived.pending)
+        backlog = [q for q in queries.captured_queries if "benchmarks_derivedbacklog" in q["sql"]]
+        read = [q for q in queries.captured_queries if q not in backlog]
+        assert response.status_code == 200 and len(read) == expected and len(backlog) == 1
         assert ('<td class="num bad">' in response.content.decode()) is (expected == 1)
-        for captured in queries.captured_queries:
+        for captured in read:
             assert "LIMIT" in captured["sql"]
             if connection.vendor == "sqlite":
                 with connection.cursor() as cursor:

@@ -314,9 +314,9 @@ PAGES = [
         params=lambda h: {"model": MODEL},
         htmx=True,
     ),
-    # the latest runs of each group, ranked in SQL; session, user
-    Page("regressions", lambda h: reverse("chart-regressions"), 3, _regressions),
-    Page("regressions-htmx", lambda h: reverse("chart-regressions"), 1, _regressions, htmx=True),
+    # the kept comparisons, read in one query; the backlog of a large import (history.derived.pending); session, user
+    Page("regressions", lambda h: reverse("chart-regressions"), 4, _regressions),
+    Page("regressions-htmx", lambda h: reverse("chart-regressions"), 2, _regressions, htmx=True),
     # measured runs of the model; calibration points with their flag sets; session, user
     Page("sizing", lambda h: reverse("sizing"), 4, _sizing, params=lambda h: SIZING_QUERY),
     Page("sizing-htmx", lambda h: reverse("sizing"), 4, _sizing, params=lambda h: SIZING_QUERY, htmx=True),
