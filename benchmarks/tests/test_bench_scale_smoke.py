@@ -61,10 +61,10 @@ def test_scale_pages_measures_every_page_of_the_filled_database_against_its_goal
     assert "[sqlite] reusing the filled database" in again
 
 
-def test_a_kept_database_is_refilled_when_a_migration_or_the_generator_changes() -> None:
+def test_a_kept_database_is_refilled_when_a_migration_changes_or_the_generator_and_migrated_when_one_is_new() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        from scale_fill import reusable
+        from scale_fill import new_migrations_only, reusable
     finally:
         sys.path.remove(str(ROOT / "bench"))
     want = {"runs": 1_000_000, "generator": "g1"}
@@ -77,6 +77,10 @@ def test_a_kept_database_is_refilled_when_a_migration_or_the_generator_changes()
     assert reusable(held, want, {"benchmarks.0001_initial": "a"}) == "migration benchmarks.0002_more changed"
     assert reusable(held, want | {"generator": "g2"}, applied) == "generator changed"
     assert reusable(None, want, applied) == "no complete fill"
+    # a migration added since the fill is applied by migrate; one changed or removed needs a refill
+    assert new_migrations_only(held, applied | {"benchmarks.0003_new": "c"})
+    assert not new_migrations_only(held, applied | {"benchmarks.0002_more": "b2"})
+    assert not new_migrations_only(held, {"benchmarks.0001_initial": "a"})
 
 
 def test_scale_paint_times_the_timeline_in_chromium_on_the_kept_database(tmp_path: Path) -> None:
