@@ -18,6 +18,7 @@ SQLite: its single writer), so two workers never recount the same bucket at once
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
@@ -71,7 +72,15 @@ def runs_added(new_ids: Sequence[int], other_ids: Sequence[int], were: Sequence[
 
 
 def _ask_worker() -> None:
-    """Queue a catch-up; with no broker the beat or the next import_bench catches up instead."""
+    """Queue a catch-up from a thread of its own: the import has committed and never waits for the broker
+    (an unreachable one costs its connection retries). Without a broker the beat or import_bench catch up."""
+    threading.Thread(target=_publish, name=PUBLISHER, daemon=True).start()
+
+
+PUBLISHER = "kvlab-derived-catch-up"
+
+
+def _publish() -> None:
     from ..tasks import catch_up_derived
 
     try:

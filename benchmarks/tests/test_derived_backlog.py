@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import random
+import threading
 import time
 from typing import Any
 
@@ -146,6 +147,9 @@ def test_with_no_broker_the_import_stands_and_its_runs_wait_for_the_beat(
     monkeypatch.setattr(tasks.catch_up_derived, "apply_async", refused)
     with django_capture_on_commit_callbacks(execute=True):
         result = import_bytes(records(11))
+    for thread in threading.enumerate():  # the import returned without waiting for the broker
+        if thread.name == derived.PUBLISHER:
+            thread.join(10)
     assert result.status == "imported" and Run.objects.count() == 11
     assert DerivedBacklog.objects.get().n_runs == 11
     assert "could not queue the catch-up (ConnectionRefusedError)" in caplog.text
