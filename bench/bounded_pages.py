@@ -88,7 +88,6 @@ OPTION = re.compile(rb'<option value="([^"]*)"></option>')  # templates/benchmar
 
 def fill(args: argparse.Namespace) -> dict[str, Any]:
     """The hostile history: distinct models, a big run of a job, jobs with prompts. What the pages must show."""
-    from django.core.management.color import no_style
     from django.db import connection
     from django.utils import timezone
 
@@ -99,10 +98,7 @@ def fill(args: argparse.Namespace) -> dict[str, Any]:
     synthetic.insert_lab(args.runs, requests_of_first=min(args.runs, 1_000))
     n_models = synthetic.make_models_distinct()
     timings["runs_s"] = time.perf_counter() - start
-    if connection.vendor == "postgresql":  # insert_lab gives the ids itself
-        with connection.cursor() as cursor:
-            for sql in connection.ops.sequence_reset_sql(no_style(), [Run, RequestResult]):
-                cursor.execute(sql)
+    common.reset_id_sequences()  # insert_lab gives the ids itself
 
     start = time.perf_counter()
     server = Server.objects.create(name="gpu-box", base_url="http://127.0.0.1:8080")

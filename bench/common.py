@@ -86,6 +86,21 @@ def setup_migrated_django(var_dir: Path) -> None:
     call_command("migrate", verbosity=0)
 
 
+def reset_id_sequences() -> None:
+    """PostgreSQL: move the runs' and requests' id sequences past the ids a bulk load gave itself
+    (synthetic.insert_lab, scale_fill's COPY), so a later insert does not collide; SQLite needs nothing."""
+    from django.core.management.color import no_style
+    from django.db import connection
+
+    from benchmarks.models import RequestResult, Run
+
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for sql in connection.ops.sequence_reset_sql(no_style(), [Run, RequestResult]):
+            cursor.execute(sql)
+
+
 # --- measuring -------------------------------------------------------------------------
 
 

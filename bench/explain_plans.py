@@ -173,20 +173,17 @@ def report_postgres(found: dict[str, Any], bound: int) -> None:
 
 def fill(runs: int) -> None:
     """The lab, a few jobs and sweeps; then the planner's statistics."""
-    from django.core.management.color import no_style
     from django.db import connection
 
-    from benchmarks.models import Job, LaunchHost, RequestResult, Run, Server, Sweep
+    from benchmarks.models import Job, LaunchHost, Server, Sweep
 
     synthetic.insert_lab(runs, requests_of_first=200)
     server = Server.objects.create(name="gpu-box", base_url="http://127.0.0.1:8080")
     Job.objects.bulk_create(Job(server=server, label=f"job {i}", params={}) for i in range(500))
     host = LaunchHost.objects.create(name="gpu-host")
     Sweep.objects.bulk_create(Sweep(host=host, model_file="m.gguf", label=f"sweep {i}", params={}) for i in range(50))
+    common.reset_id_sequences()  # insert_lab gives the ids itself
     with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":  # insert_lab gives the ids itself
-            for sql in connection.ops.sequence_reset_sql(no_style(), [Run, RequestResult]):
-                cursor.execute(sql)
         cursor.execute("ANALYZE")
 
 

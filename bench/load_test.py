@@ -113,7 +113,6 @@ def fill(runs: int, plan_path: Path) -> int:
     """Migrate the database the environment names, insert the synthetic lab, write the load plan."""
     common.start_django()
     from django.core.management import call_command
-    from django.core.management.color import no_style
     from django.db import connection
 
     from benchmarks.charts import figures as charts
@@ -123,10 +122,9 @@ def fill(runs: int, plan_path: Path) -> int:
     call_command("migrate", verbosity=0)
     start = time.perf_counter()
     data = synthetic.insert_lab(runs)
+    common.reset_id_sequences()  # insert_lab gives the ids itself
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            for sql in connection.ops.sequence_reset_sql(no_style(), [Run, RequestResult]):
-                cursor.execute(sql)
             cursor.execute("VACUUM ANALYZE")  # autocommit: outside a transaction, as VACUUM needs
         fill_s = time.perf_counter() - start
         if connection.vendor == "postgresql":

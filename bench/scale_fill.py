@@ -324,10 +324,7 @@ class Postgres:
     def load(self, raw: Path) -> None:
         """Every raw row by COPY, the request table's indexes, unique constraints and foreign key dropped meanwhile."""
         import psycopg
-        from django.core.management.color import no_style
-        from django.db import connection, connections
-
-        from benchmarks.models import RequestResult, Run
+        from django.db import connections
 
         connections.close_all()
         tables = list(BULK_TABLES)
@@ -361,9 +358,7 @@ class Postgres:
             for table, name, definition in constraints:
                 conn.execute(f'ALTER TABLE {table} ADD CONSTRAINT "{name}" {definition}')
             conn.commit()
-        with connection.cursor() as cursor:  # the ids were given: the sequences go past them
-            for sql in connection.ops.sequence_reset_sql(no_style(), [Run, RequestResult]):
-                cursor.execute(sql)
+        common.reset_id_sequences()  # the ids were given: the sequences go past them
 
     def analyze(self) -> None:
         import psycopg
