@@ -25,6 +25,7 @@ from kvlab.uploads import SizeLimitUploadHandler, declared_length
 
 from ..models import FileImport, RequestResult, Run
 from ..templatetags.units import ms, seconds, thousands, tok_s
+from . import forms as filter_forms
 from . import goodput, sources
 from .comparison import compare_rows, compare_warnings, noisy_pairs
 from .exporter import export_lines
@@ -55,6 +56,8 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     page.object_list = _with_requests_stored(list(page.object_list))
     template = "benchmarks/run_list.html#run-table" if request.htmx else "benchmarks/run_list.html"
     context = {"form": form, "page": page, "sort": form.current_sort, "sort_window": sort_window}
+    if form.is_valid() and form.cleaned_data.get("run"):  # a part of an id is looked for among the latest runs
+        context["key_search_runs"] = filter_forms.KEY_SEARCH_RUNS
     return render(request, template, context, status=status)
 
 

@@ -213,8 +213,10 @@ def test_a_whole_run_id_is_found_anywhere_and_a_part_of_one_among_the_latest_run
     assert run_keys(client.get(reverse("run-list"), {"run": "run-00003"}).content.decode()) == ["run-00003"]
     found = run_keys(client.get(reverse("run-list"), {"run": "0003"}).content.decode())
     assert found == []  # run-00003 and run-00030 … 39 are all older than the latest 20 (40-59)
-    found = run_keys(client.get(reverse("run-list"), {"run": "-0005"}).content.decode())
-    assert found == [f"run-0005{i}" for i in range(9, -1, -1)]  # the latest 20 are 40-59
+    page = client.get(reverse("run-list"), {"run": "-0005"}).content.decode()
+    assert run_keys(page) == [f"run-0005{i}" for i in range(9, -1, -1)]  # the latest 20 are 40-59
+    assert "a part of one among the latest 20 runs" in page  # the page says where it looked
+    assert "key-search-note" not in client.get(reverse("run-list")).content.decode()
 
 
 def test_a_runs_day_is_its_utc_calendar_day_on_every_engine():
