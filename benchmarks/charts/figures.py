@@ -9,6 +9,7 @@ every piece of user text (labels, models, run keys, flags, builds) passes throug
 
 from __future__ import annotations
 
+import functools
 import html
 import math
 import statistics
@@ -29,6 +30,9 @@ MAX_CHANGE_MARKERS = 500
 # Chromium paints, 0.1-0.2 ms each (30 lines of 66 runs: 720 ms with markers on a busy 2-core machine).
 MARKED_POINTS = 50
 MAX_LINES = 50  # lines drawn one by one in a timeline: the rest as one trace of points (_timeline_traces)
+# Past MAX_LINES, a group of fewer runs than this is a point, not a line: it joins the grey points (its hover
+# names it) rather than take a trace and a legend entry of its own (_timeline_traces).
+MIN_LINE_RUNS = 2
 FAIL_COLOR = "#b3261e"
 
 
@@ -74,13 +78,29 @@ CHANGE_KINDS = {  # a change within a line: the fields that make it, its marker
 NOTE_COLOR = "#8a5a00"
 
 
+# What series.flags_label and series.workload_label read: a configuration's name, a series' name.
+_NAMED_BY = {
+    "config": (*series.FLAG_FIELDS, "engine", "server_flags"),
+    "series": (*series.FLAG_FIELDS, "engine", "server_flags", *series.WORKLOAD_FIELDS),
+}
+
+
+GREY_NAMED_BY = {"config": "flags", "series": "flags and workload"}  # what names a grey point's line, in its hover
+
+
 def group_name(row: Mapping[str, Any], grouping: str) -> str:
-    if grouping == "config":
-        return series.flags_label(row)
-    if grouping == "series":
-        return f"{series.flags_label(row)} · {series.workload_label(row)}"
+    if grouping in _NAMED_BY:  # a timeline asks for each of its 2,000 rows' name three times: named once
+        return _composed_name(grouping, series.key(row, _NAMED_BY[grouping]))
     field = GROUPINGS[grouping][1][0]
     return str(row.get(field) or "(none)")
+
+
+@functools.lru_cache(maxsize=8192)
+def _composed_name(grouping: str, values: tuple[Any, ...]) -> str:
+    row = dict(zip(_NAMED_BY[grouping], values, strict=True))
+    if grouping == "config":
+        return series.flags_label(row)
+    return f"{series.flags_label(row)} · {series.workload_label(row)}"
 
 
 def literal(value: object) -> str:
@@ -288,7 +308,10 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
 
     Past MAX_LINES lines (grouped by configuration + workload, a lab where every run has its own prompt
     size has a line per run) the lines with the fewest runs are drawn together as grey points: a
-    Plotly trace costs Chromium ~2 ms to paint, and 2,000 of them took 4 s.
+    Plotly trace costs Chromium ~2 ms to paint, and 2,000 of them took 4 s. Of those past MAX_LINES,
+    only lines of MIN_LINE_RUNS runs or more are drawn one by one: the latest 2,000 runs of a million
+    were 1,994 such lines, the 50 "largest" of one or two runs each, picked by name; their 50 legend
+    entries cost the page 70-100 ms in Chromium and told no more than each point's hover (its line).
     """
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for row in rows:
@@ -296,7 +319,8 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
     n_groups = len(groups)
     others: list[Mapping[str, Any]] = []
     if n_groups > MAX_LINES:
-        kept = sorted(groups, key=lambda g: (-len(groups[g]), g))[:MAX_LINES]
+        long_enough = [g for g in groups if len(groups[g]) >= MIN_LINE_RUNS]
+        kept = sorted(long_enough, key=lambda g: (-len(groups[g]), g))[:MAX_LINES]
         others = sorted(
             (row for g in groups if g not in kept for row in groups[g]), key=lambda r: (r["started_at"], r["pk"])
         )
@@ -341,6 +365,10 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
                 fail_text.append(
                     f"{literal(group_name(row, grouping))}: {literal(row['key'])} failed, 0/{row['n_requests']} ok"
                 )
+        # Each point's hover names its line: the flags (and workload) its text gives already are the line's
+        # name when grouped by configuration (+ workload); grouped otherwise, a table of the names.
+        named = grouping in GREY_NAMED_BY
+        facts = _hover_facts(others, None if named else [literal(group_name(row, grouping)) for row in others])
         traces.append(
             {
                 # SVG, whatever its size (at most timeline_data.RAW_MAX points): 2,000 markers paint in 620 ms
@@ -351,8 +379,10 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
                 "x": [_when(row["started_at"]) for row in others],
                 "y": [None if fail else _round(row["value"]) for row, fail in zip(others, failed, strict=True)],
                 "customdata": [row["pk"] for row in others],
-                "hover_facts": _hover_facts(others),
-                "hovertemplate": "%{text}<br>%{y}<extra>another line</extra>",
+                "hover_facts": facts,
+                "hovertemplate": "%{text}<br>%{y}<extra>"
+                + (f"its line: the {GREY_NAMED_BY[grouping]} above" if named else "%{hovertext}")
+                + "</extra>",
                 "marker": {"color": "#999", "size": 5},
                 "yaxis": yaxis,
             }
@@ -396,9 +426,11 @@ def _change_markers(kind: str, lines: Sequence[_Changes], floor: float) -> dict[
     return _markers(f"{kind} changed", xs, ys, ids, texts, symbol, "#444")
 
 
-def _hover_facts(points: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+def _hover_facts(points: Sequence[Mapping[str, Any]], lines: Sequence[str] | None = None) -> dict[str, list[Any]]:
     """A line's hover facts, compact: per point its outcome, its workload as numbers and an index into the
     line's table of flags, each escaped once. charts.js writes them as "ok/total ok · flags · workload".
+    `lines`: per point the name of its line (escaped), for points of many lines (the grey points), as a
+    table and an index per point; charts.js makes it each point's hovertext.
 
     In a lab where nearly every run has its own prompt size, one such string per point was two thirds
     of a 10,000-run timeline's page (~100 bytes a point); these take ~20.
@@ -419,6 +451,13 @@ def _hover_facts(points: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
         "prompt": [row.get("prompt_tokens_max") for row in points],
         "n_predict": [row.get("n_predict_max") for row in points],
     }
+    rates = [row.get("request_rate") for row in points]
+    if any(rate is not None for rate in rates):  # part of the workload (series.workload_label) when set
+        facts["rate"] = rates
+    if lines is not None:
+        names = {name: i for i, name in enumerate(dict.fromkeys(lines))}
+        facts["lines"] = list(names)
+        facts["line"] = [names[name] for name in lines]
     # Whose figure each point is, when the line holds a tool's (a table of notes and an index per point).
     kinds = [sources.kind_of(row.get("value_source")) for row in points]
     if any(kind != sources.REQUESTS for kind in kinds):

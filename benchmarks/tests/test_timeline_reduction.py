@@ -284,21 +284,93 @@ def test_past_max_drawn_buckets_neighbours_in_a_line_are_merged():
 
 
 def test_past_max_lines_the_smallest_lines_are_drawn_together_as_grey_points(client):
+    # 81 lines: one of 40 runs, 60 of two runs, 20 of one run
+    prompts = [100] * 40 + [1000 + i // 2 for i in range(120)] + [5000 + i for i in range(20)]
     Run.objects.bulk_create(
         Run(key=f"r{i}", label="nightly", model="m.gguf", started_at=START + timedelta(minutes=i), n_requests=2,
-            n_ok=2 if i % 9 else 0, prompt_tokens_max=100 + (i if i >= 40 else 0), tok_s_mean=10.0 + i)
-        for i in range(120)
+            n_ok=2 if i % 9 else 0, prompt_tokens_max=prompt, tok_s_mean=10.0 + i)
+        for i, prompt in enumerate(prompts)
     )  # fmt: skip
     fig = figure(client.get(reverse("chart-timeline"), {"group": "series"}).content.decode())
     names = [t["name"] for t in fig["data"]]
     assert len(names) == figures.MAX_LINES + 2  # the lines, the grey points, the failed runs
-    assert "31 more lines, as grey points" in names  # 81 lines: 50 drawn, 31 of one run each as points
+    assert "31 more lines, as grey points" in names  # 50 drawn: the 40-run line and 49 of two runs
     grey = next(t for t in fig["data"] if t["name"] == "31 more lines, as grey points")
-    drawn = {pk for t in fig["data"][: figures.MAX_LINES] for pk in t["customdata"]}
-    assert len(grey["customdata"]) == 31 and not drawn & set(grey["customdata"])
-    assert len(drawn) + 31 == 120  # every run drawn once: the 40-run line and 49 of one run, 31 grey
+    lines = fig["data"][: figures.MAX_LINES]
+    drawn = {pk for t in lines for pk in t["customdata"]}
+    assert sorted(len(t["customdata"]) for t in lines) == [2] * 49 + [40]
+    assert len(grey["customdata"]) == 11 * 2 + 20 and not drawn & set(grey["customdata"])
+    assert len(drawn) + len(grey["customdata"]) == 180  # every run drawn once
     failed = next(t for t in fig["data"] if t["name"] == "failed runs")
     assert sorted(failed["customdata"]) == sorted(Run.objects.filter(n_ok=0).values_list("pk", flat=True))
+    # a grey point's hover text (its flags and workload) is its line's name: no table of names sent
+    assert "lines" not in grey["hover_facts"] and "its line: the flags and workload above" in grey["hovertemplate"]
+
+
+def test_past_max_lines_a_line_of_one_run_is_a_grey_point_not_a_trace_of_its_own(client):
+    """The latest 2,000 of a million runs grouped by configuration + workload were 1,994 lines of one or two
+    runs: 50 of them picked by name took 50 traces and legend entries (~100 ms of Chromium's paint)."""
+    prompts = [100, 100, 100] + [1000 + i for i in range(60)]  # a line of 3 runs, 60 of one
+    Run.objects.bulk_create(
+        Run(key=f"r{i}", label="nightly", model="m.gguf", started_at=START + timedelta(minutes=i), n_requests=2,
+            n_ok=2, prompt_tokens_max=prompt, concurrency=4, request_rate=2.5 if i == 5 else None, tok_s_mean=10.0)
+        for i, prompt in enumerate(prompts)
+    )  # fmt: skip
+    fig = figure(client.get(reverse("chart-timeline"), {"group": "series"}).content.decode())
+    line, grey = fig["data"]
+    assert len(line["customdata"]) == 3 and line["mode"] == "lines+markers"
+    assert grey["name"] == "60 more lines, as grey points" and len(grey["customdata"]) == 60
+    facts = grey["hover_facts"]
+    # the request rate is part of a line's workload: the hover gives it where a run has one
+    assert facts["rate"] == [2.5 if pk == Run.objects.get(key="r5").pk else None for pk in grey["customdata"]]
+    assert facts["prompt"] == list(range(1000, 1060))
+
+
+def sixty_labels() -> None:
+    """60 labels: 5 of two runs, 55 of one."""
+    Run.objects.bulk_create(
+        Run(key=f"r{i}", label=f"<b>lab-{i % 60}</b>", model="m.gguf", started_at=START + timedelta(minutes=i),
+            n_requests=2, n_ok=2, tok_s_mean=10.0 + i)
+        for i in range(65)
+    )  # fmt: skip
+
+
+def test_past_max_lines_grouped_by_label_a_grey_points_hover_names_its_line(client):
+    sixty_labels()
+    fig = figure(client.get(reverse("chart-timeline"), {"group": "label"}).content.decode())
+    *lines, grey = fig["data"]
+    assert len(lines) == 5 and grey["name"] == "55 more lines, as grey points"
+    facts = grey["hover_facts"]
+    labels = dict(Run.objects.values_list("pk", "label"))
+    assert [facts["lines"][i] for i in facts["line"]] == [
+        f"&lt;b&gt;{labels[pk][3:-4]}&lt;/b&gt;" for pk in grey["customdata"]
+    ]  # each label once, escaped: Plotly shows it as written
+    assert grey["hovertemplate"] == "%{text}<br>%{y}<extra>%{hovertext}</extra>"
+
+
+@pytest.mark.browser
+def test_hovering_a_grey_point_names_its_line(tab):
+    sixty_labels()
+    tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
+    tab.wait_for_plot("#timeline-figure-plot")
+    traces = tab.traces("#timeline-figure-plot")
+    curve = next(i for i, t in enumerate(traces) if t["name"] == "55 more lines, as grey points")
+    point = traces[curve]["customdata"].index(Run.objects.get(key="r7").pk)
+    shown = tab.evaluate(
+        """([sel, curve, point]) => { const el = document.querySelector(sel);
+               Plotly.Fx.hover(el, [{curveNumber: curve, pointNumber: point}]);
+               return Array.from(el.querySelectorAll('.hoverlayer .hovertext'), e => ({
+                   lines: Array.from(e.querySelectorAll('text.nums tspan.line'), t => t.textContent),
+                   name: e.querySelector('text.name').textContent})); }""",
+        ["#timeline-figure-plot", curve, point],
+    )
+    assert shown == [
+        {
+            "lines": ["2/2 ok · -c ? -np ? ? ?/? · concurrency ? · prompt ? tok · n_predict ?", "17"],
+            "name": "<b>lab-7</b>",
+        }
+    ]
+    tab.assert_no_errors()
 
 
 def test_past_raw_max_failed_runs_are_counted_per_bucket(client, many):

@@ -58,15 +58,18 @@
       figure.data.forEach(function (trace) {
         // Compact hover facts from the server (figures._hover_facts): per point its outcome, an index into the
         // line's table of flags (escaped there) and its workload as numbers; the text reads as
-        // series.flags_label and series.workload_label write it.
+        // series.flags_label and series.workload_label write it. Points of many lines (the grey points)
+        // may carry an index into a table of their lines' names: each point's hovertext.
         var h = trace.hover_facts;
         if (!h) return;
         trace.text = h.flag.map(function (flag, i) {
+          var rate = h.rate && h.rate[i] !== null ? " · " + Number(h.rate[i].toPrecision(6)) + " req/s" : "";
           return h.ok[i] + "/" + h.requests[i] + " ok · " + h.flags[flag] +
-            " · concurrency " + shown(h.concurrency[i]) + " · prompt " + shown(h.prompt[i]) +
+            " · concurrency " + shown(h.concurrency[i]) + rate + " · prompt " + shown(h.prompt[i]) +
             " tok · n_predict " + shown(h.n_predict[i]) +
             (h.sources ? "<br>" + h.sources[h.source[i]] : "");  // whose figure: the tool's or kvlab's
         });
+        if (h.lines) trace.hovertext = h.line.map(function (line) { return h.lines[line]; });
         delete trace.hover_facts;
       });
       Plotly.react(el, figure.data, figure.layout, {
