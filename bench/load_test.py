@@ -621,6 +621,24 @@ def print_summary(by_users: dict[str, dict[str, Any]]) -> None:
             cell = f"{e['requests_per_s']:,.1f}/s p95 {e['latency']['all']['p95_ms']:,.0f} ms{versus}"
             cells.append(f"{cell:>30}")
         print(f"{users:>5}  " + "  ".join(cells))
+    for line in goal_lines(by_users):
+        print(line)
+
+
+def goal_lines(by_users: dict[str, dict[str, Any]]) -> list[str]:
+    """Issue 17's goal: pooled PostgreSQL at least as fast as SQLite at 16 users, faster at 64."""
+    lines = []
+    for users, at_least in (("16", "at least as many"), ("64", "more")):
+        engines = by_users.get(users, {})
+        if "sqlite" not in engines or "postgres" not in engines:
+            continue
+        sqlite, postgres = engines["sqlite"]["requests_per_s"], engines["postgres"]["requests_per_s"]
+        met = postgres >= sqlite if users == "16" else postgres > sqlite
+        lines.append(
+            f"goal at {users} users: pooled PostgreSQL serves {at_least} requests/s than SQLite: "
+            f"{postgres:,.1f} against {sqlite:,.1f} ({ratio(sqlite, postgres)}x): {'met' if met else 'MISSED'}"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
