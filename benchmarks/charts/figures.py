@@ -29,6 +29,9 @@ MAX_CHANGE_MARKERS = 500
 # A line of more points than this is drawn without a marker per point: each marker is an SVG node that
 # Chromium paints, 0.1-0.2 ms each (30 lines of 66 runs: 720 ms with markers on a busy 2-core machine).
 MARKED_POINTS = 50
+# A reduced timeline (timeline_reduced) of more buckets than this draws its strokes without a marker at each
+# end: the overview of a million runs held 810 buckets, whose 1,600 markers were ~100 ms of its paint.
+MARKED_BUCKETS = 300
 MAX_LINES = 50  # lines drawn one by one in a timeline: the rest as one trace of points (_timeline_traces)
 # Past MAX_LINES, a group of fewer runs than this is a point, not a line: it joins the grey points (its hover
 # names it) rather than take a trace and a legend entry of its own (_timeline_traces).
@@ -171,7 +174,9 @@ def timeline_reduced(
 
     Per bucket the server sends its start and end (Unix seconds), min, max, runs with a value and runs;
     charts.js draws each bucket as a vertical stroke from its min to its max (the per-pixel min/max
-    picture: no line joins one bucket's max to the next one's min) and writes the hover at either end
+    picture: no line joins one bucket's max to the next one's min; a bucket of one value is a point, or
+    where the line has no markers a short dash at the value, as is one whose min is its max) and writes
+    the hover at either end
     ("max of 37 runs (35 with a value) · 2026-03-02 00:00 … 2026-03-03 00:00 UTC"); clicking one zooms
     into its bucket, which fetches the runs. Failed runs are counted per bucket as red crosses.
     """
@@ -192,8 +197,8 @@ def timeline_reduced(
             {
                 "type": "scattergl" if 2 * len(rows) > WEBGL_POINTS else "scatter",
                 # a stroke per bucket; a marker at its ends only for a few buckets (a bucket of one value is
-                # a point): each marker is an SVG node to paint
-                "mode": "lines+markers" if len(rows) <= MARKED_POINTS else "lines",
+                # a point; without markers charts.js draws it as a short dash): each marker is an SVG node to paint
+                "mode": "lines+markers" if len(rows) <= MARKED_POINTS and len(buckets) <= MARKED_BUCKETS else "lines",
                 "name": f"{name} (min/max per {span_word})",
                 # each bucket's middle (charts.js draws two points there: the min and the max)
                 "x": [
@@ -203,6 +208,7 @@ def timeline_reduced(
                 "reduced": {
                     "span": span_s,
                     "at": round(at, 4),
+                    "dash": round(0.35 / len(valued), 4),  # half a one-value dash's width, of the bucket's
                     "start": [row["start"] for row in rows],
                     "end": [row["end"] for row in rows],
                     "lo": [_round(row["lo"]) for row in rows],

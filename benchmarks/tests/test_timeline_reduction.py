@@ -259,6 +259,44 @@ def test_a_reduced_point_says_so_on_hover_and_a_click_on_it_loads_its_runs(tab, 
     tab.assert_no_errors()
 
 
+def test_a_chart_of_many_buckets_draws_its_strokes_without_markers(client, many, monkeypatch):
+    def modes() -> set[str]:
+        fig = figure(client.get(reverse("chart-timeline"), {"metric": "tok_s", "group": "label"}).content.decode())
+        return {t["mode"] for t in fig["data"] if "lo" in t.get("reduced", {})}
+
+    monkeypatch.setattr(figures, "MARKED_POINTS", 10_000)
+    monkeypatch.setattr(figures, "MARKED_BUCKETS", 10_000)
+    assert modes() == {"lines+markers"}  # a few buckets: each stroke's ends marked
+    monkeypatch.setattr(figures, "MARKED_BUCKETS", 10)
+    assert modes() == {"lines"}  # many: the strokes alone, each an SVG path, not three nodes
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("marked", [False, True])
+def test_a_bucket_of_one_value_is_drawn_on_its_own_never_joined_to_the_next(tab, many, monkeypatch, marked):
+    monkeypatch.setattr(figures, "MARKED_POINTS", 10_000)
+    monkeypatch.setattr(figures, "MARKED_BUCKETS", 10_000 if marked else 0)
+    tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
+    tab.wait_for_plot("#timeline-figure-plot")
+    found = 0
+    modes = tab.evaluate("sel => Array.from(document.querySelector(sel).data, t => t.mode)", "#timeline-figure-plot")
+    for trace, mode in zip(tab.traces("#timeline-figure-plot"), modes, strict=True):
+        if trace["name"] == "failed runs":
+            continue
+        assert mode == ("lines+markers" if marked else "lines")
+        text, x, y = trace["text"], trace["x"], trace["y"]
+        for i, said in enumerate(text):
+            first = not i or text[i - 1] != said  # a dash's second end says it again
+            if first and said.startswith(("1 run · ", "the only value of", "<b>min = max</b>")):
+                found += 1
+                if marked:  # a point, then a gap
+                    assert y[i] is not None and y[i + 1] is None
+                else:  # a short dash at the value (a point would not show without markers), then a gap
+                    assert y[i] == y[i + 1] and text[i + 1] == said and x[i] < x[i + 1] and y[i + 2] is None
+    assert found
+    tab.assert_no_errors()
+
+
 def test_past_max_drawn_buckets_neighbours_in_a_line_are_merged():
     rng = random.Random(4)
     rows = []

@@ -20,6 +20,9 @@
   function expandReduced(trace) {
     var r = trace.reduced;
     if (!r || !r.lo) return;
+    // Without markers (a chart of many buckets) a lone point would not show, nor a stroke from a value to
+    // itself: such a bucket is a short dash at its value, r.dash of the bucket either side of the line's place.
+    var dashed = trace.mode === "lines";
     var x = [], y = [], text = [], starts = [], ends = [];
     r.start.forEach(function (start, i) {
       var end = r.end[i];
@@ -30,9 +33,17 @@
       if (!r.valued[i]) {
         x.push(middle); y.push(null); text.push(runs + ", none with a value · " + range);
         starts.push(start); ends.push(end);
-      } else if (r.valued[i] === 1) {
-        x.push(middle); y.push(r.lo[i]); text.push((r.runs[i] === 1 ? "1 run" : "the only value of " + runs) + " · " + range);
-        starts.push(start); ends.push(end);
+      } else if (r.valued[i] === 1 || (dashed && r.lo[i] === r.hi[i])) {
+        var said = (r.valued[i] > 1 ? "<b>min = max</b> of " + runs + valued + " · " + range + " · click to zoom in"
+                    : (r.runs[i] === 1 ? "1 run" : "the only value of " + runs) + " · " + range);
+        if (dashed) {
+          x.push(utc(start + (end - start) * (r.at - r.dash)), utc(start + (end - start) * (r.at + r.dash)), null);
+          y.push(r.lo[i], r.lo[i], null); text.push(said, said, "");
+          starts.push(start, start, null); ends.push(end, end, null);
+        } else {  // a point, not joined to the next bucket's min
+          x.push(middle, null); y.push(r.lo[i], null); text.push(said, "");
+          starts.push(start, null); ends.push(end, null);
+        }
       } else {
         x.push(middle, middle, null); y.push(r.lo[i], r.hi[i], null);
         starts.push(start, start, null); ends.push(end, end, null);
