@@ -13,6 +13,7 @@ the same size.
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import tempfile
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Model
 from django.utils import timezone
 
@@ -280,7 +281,7 @@ def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport,
             ]
             try:
                 statements = [
-                    (insert_runs, sqlite_batches.encode(_new_run_rows(batch, file_import))),
+                    _without_null_columns(_new_run_rows(batch, file_import), insert_runs, run_table),
                     (insert_requests, sqlite_batches.encode(requests)),
                 ]
                 if builder.itl:
@@ -649,6 +650,32 @@ _SOURCE_INDEX = _STORED_RUN_FIELDS.index("source")
 _PROVENANCE_INDEX = _STORED_RUN_FIELDS.index("provenance")
 _BLANK_INDEXES = tuple(_STORED_RUN_FIELDS.index(name) for name in BLANK_IS_NONE)
 _STARTED_AT_INDEX = len(_STORED_RUN_FIELDS) + SUMMARY_COLUMNS.index("started_at")
+
+# The run columns an INSERT may leave out when every row of a batch holds NULL there: nullable,
+# with no database default, so the row stores the very same NULL (a lab file's runs have no
+# tool summary, server, telemetry …: a fifth of the columns, a fifth of SQLite's JSON work).
+_OMISSIBLE_RUN_COLUMNS = frozenset(
+    field.column
+    for field in Run._meta.concrete_fields
+    if field.null and field.db_default is models.NOT_PROVIDED and field.column in RUN_INSERT_COLUMNS
+)
+_OMISSIBLE_INDEXES = tuple(i for i, column in enumerate(RUN_INSERT_COLUMNS) if column in _OMISSIBLE_RUN_COLUMNS)
+
+
+def _without_null_columns(rows: list[list[Any]], insert_all: str, run_table: str) -> tuple[str, bytes]:
+    """The INSERT of a batch of new runs and its payload, leaving out the omissible columns NULL in every row."""
+    columns = list(zip(*rows, strict=True)) if rows else []
+    empty = {i for i in _OMISSIBLE_INDEXES if columns and columns[i].count(None) == len(rows)}
+    if not empty:
+        return insert_all, sqlite_batches.encode(rows)
+    kept = tuple(i for i in range(len(RUN_INSERT_COLUMNS)) if i not in empty)
+    sql = _sparse_insert_sql(run_table, kept)
+    return sql, sqlite_batches.encode(list(zip(*(columns[i] for i in kept), strict=True)))
+
+
+@functools.cache
+def _sparse_insert_sql(run_table: str, kept: tuple[int, ...]) -> str:
+    return sqlite_batches.insert_sql(run_table, [RUN_INSERT_COLUMNS[i] for i in kept])
 
 
 def datetime_adapter() -> Callable[[datetime | None], Any]:

@@ -207,3 +207,39 @@ def test_a_small_file_is_stored_in_one_thread(import_bytes, writes, monkeypatch)
     monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 1 << 20)
     result = import_bytes(jsonl(*(flat(run=f"r{i}") for i in range(100))))
     assert (result.status, result.n_runs) == ("imported", 100) and writes == []
+
+
+def test_a_batch_leaves_out_the_columns_null_in_all_its_runs_and_stores_the_same(import_bytes, monkeypatch):
+    """Batches of a few runs: some all lab runs (no tool summary, server, latencies: those columns
+    are left out of their INSERT), some with them; every run as the single-thread path stores it."""
+    monkeypatch.setattr(importer, "INSERT_BATCH", 8)
+    run_inserts: list[str] = []
+    real = sqlite_batches.BatchWriter.execute
+
+    def spy(self, sql, payload):
+        if sql.startswith('INSERT INTO "benchmarks_run"'):
+            run_inserts.append(sql)
+        real(self, sql, payload)
+
+    monkeypatch.setattr(sqlite_batches.BatchWriter, "execute", spy)
+    data = jsonl(*_lines(random.Random(11)))
+    threaded = import_bytes(data)
+    assert threaded.status == "imported"
+    assert len(run_inserts) > 3
+    widths = {sql.count(",") for sql in run_inserts}
+    assert len(widths) > 1  # batches of lab runs leave columns out; the v2 run's batch keeps more
+    by_thread = _snapshot()
+    Run.objects.all().delete()
+    FileImport.objects.all().delete()
+    monkeypatch.setattr(sqlite_batches, "available", lambda: False)
+    import_bytes(data)
+    assert _bits(by_thread[0]) == _bits(_snapshot()[0])
+    assert _bits(by_thread[1]) == _bits(_snapshot()[1])
+
+
+def test_only_nullable_columns_without_a_database_default_are_ever_left_out():
+    fields = {f.column: f for f in Run._meta.concrete_fields}
+    assert importer._OMISSIBLE_RUN_COLUMNS  # a lab file's runs leave some out
+    for column in importer._OMISSIBLE_RUN_COLUMNS:
+        assert fields[column].null and not fields[column].has_db_default(), column
+    assert {"key", "model", "label", "provenance", "source", "n_requests"}.isdisjoint(importer._OMISSIBLE_RUN_COLUMNS)
