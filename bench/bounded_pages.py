@@ -186,7 +186,9 @@ def check(case: dict[str, Any], response: Any) -> None:
         if case["params"].get("model"):
             assert f"<td>{case['params']['model']}</td>".encode() in content, f"{name}: not the model's run"
     elif "points" in case:
-        assert f"{case['points']} runs".encode() in content, f"{name}: the summary does not say {case['points']} runs"
+        assert f"{case['points']:,} runs".encode() in content, (
+            f"{name}: the summary does not say {case['points']:,} runs"
+        )
         assert b'id="timeline-figure"' in content, f"{name}: no figure"
     elif "jobs" in case:
         assert len(JOB_ROW.findall(content)) == case["jobs"], f"{name}: not {case['jobs']} job rows"

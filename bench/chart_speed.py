@@ -241,11 +241,13 @@ def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
             lines = [t["reduced"] for t in traces if "lo" in t.get("reduced", {})]
             assert b"min and max of its runs per" in content, f"{name}: not the buckets"
             assert sum(sum(r["runs"]) for r in lines) == case["runs"], f"{name}: the buckets do not count every run"
-            assert f"{case['runs']} runs".encode() in content, f"{name}: the summary does not say {case['runs']}"
+            assert f"{case['runs']:,} runs".encode() in content, f"{name}: the summary does not say {case['runs']:,}"
             points = 2 * sum(len(r["lo"]) for r in lines)
             assert points <= 2 * MAX_DRAWN, f"{name}: {points} points"
         elif case["kind"] == "timeline":
-            assert f"{case['points']} runs".encode() in content, f"{name}: the summary does not say {case['points']}"
+            assert f"{case['points']:,} runs".encode() in content, (
+                f"{name}: the summary does not say {case['points']:,}"
+            )
         else:
             assert "failures-figure" in figs, f"{name}: no failures figure"
             assert 0 < points <= case["max_points"], f"{name}: {points} points, cap {case['max_points']}"

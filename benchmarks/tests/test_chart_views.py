@@ -266,7 +266,7 @@ def test_the_timeline_grows_by_its_points_alone_when_every_run_has_its_own_model
     for n in (600, 1200):
         _one_line_of_distinct_runs(n)
         page = client.get(reverse("chart-timeline")).content.decode()
-        assert f"{n} runs" in page
+        assert f"{n:,} runs" in page
         sizes[n] = len(page.encode())
     assert (sizes[1200] - sizes[600]) / 600 < 64  # bytes per run: 56 here, 180 when each point had its own hover string
     warning = re.search(r'<div class="warning" role="status" id="mixed-warning">(.*?)</div>', page, re.S)

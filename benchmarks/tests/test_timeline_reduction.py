@@ -205,7 +205,7 @@ def test_the_overview_download_says_it_holds_buckets_not_runs(client, many):
 def test_a_filter_the_buckets_cannot_express_draws_the_latest_runs_and_says_why(client, many):
     page = client.get(reverse("chart-timeline"), {"outcome": "ok"}).content.decode()
     assert (
-        "among the latest 20000 of the range — the latest 50 (filtered by outcome: no overview of older runs)" in page
+        "among the latest 20,000 of the range — the latest 50 (filtered by outcome: no overview of older runs)" in page
     )
     assert all("reduced" not in t for t in figure(page)["data"])
 
