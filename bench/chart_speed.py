@@ -490,8 +490,9 @@ def print_table(results: dict[str, Any]) -> None:
             f"{'PASS' if r['time_ok'] else 'OVER':<5} {'PASS' if r['size_ok'] else 'OVER':<5}"
         )
     print(f"(aims: p95 server time < {AIM_MS:.0f} ms, payload < {AIM_BYTES:,} bytes; db ms: the queries run again")
-    print(" on the raw sqlite3 connection with every row fetched, best of 3; gzip: the body gzipped, for reference")
-    print(" only, kvlab serves it uncompressed; points: figure points, JSON rows, or regressions found)")
+    print(" on the raw sqlite3 connection with every row fetched, best of 3; bytes: the body as the test client gets")
+    print(" it, uncompressed; gzip: the same body gzipped, what a browser that asks gets (kvlab compresses since")
+    print(" issue 17); points: figure points, JSON rows, or regressions found)")
     if results["browser"]:
         print(
             f"\nBrowser render, headless Chromium, median of {results['browser'][0]['repeats']} loads after a warm-up"
