@@ -479,15 +479,16 @@ def ensure_filled(args: argparse.Namespace) -> dict[str, Any]:
     common.start_django()
     want = wanted(args)
     held = None if args.refill else engine.held()
-    verdict = reusable(held, want, migration_hashes())
+    migrations = migration_hashes()
+    verdict = reusable(held, want, migrations)
     start = time.perf_counter()
-    if held is not None and verdict.startswith("migration") and new_migrations_only(held, migration_hashes()):
+    if held is not None and verdict.startswith("migration") and new_migrations_only(held, migrations):
         # a migration added since the fill is applied as a user's `migrate` would, not by a refill
         from django.core.management import call_command
 
         print(f"[{engine.name}] applying the migrations added since the fill ({verdict}) ...", flush=True)
         call_command("migrate", verbosity=0)
-        held = held | {"migrations": migration_hashes()}
+        held = held | {"migrations": migrations}
         engine.record(held)
         verdict = "fresh"
     if verdict == "fresh":

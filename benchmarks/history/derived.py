@@ -49,8 +49,13 @@ def runs_changed(run_ids: Iterable[int], were: Sequence[rollups.Position] = ()) 
         return
     with transaction.atomic():
         _serialized()
-        baselines.runs_changed(ids)
-        rollups.runs_changed(ids, were)  # the timeline's buckets
+        _count(ids, were)
+
+
+def _count(ids: list[int], were: Sequence[rollups.Position]) -> None:
+    """Recount what these runs change in every derived table; under _serialized's lock."""
+    baselines.runs_changed(ids)
+    rollups.runs_changed(ids, were)  # the timeline's buckets
 
 
 def runs_added(new_ids: Sequence[int], other_ids: Sequence[int], were: Sequence[rollups.Position] = ()) -> bool:
@@ -71,13 +76,13 @@ def runs_added(new_ids: Sequence[int], other_ids: Sequence[int], were: Sequence[
     return True
 
 
+PUBLISHER = "kvlab-derived-catch-up"  # the thread that queues a catch-up
+
+
 def _ask_worker() -> None:
     """Queue a catch-up from a thread of its own: the import has committed and never waits for the broker
     (an unreachable one costs its connection retries). Without a broker the beat or import_bench catch up."""
     threading.Thread(target=_publish, name=PUBLISHER, daemon=True).start()
-
-
-PUBLISHER = "kvlab-derived-catch-up"
 
 
 def _publish() -> None:
@@ -107,9 +112,7 @@ def catch_up() -> int:
             new: Iterable[int] = ()
             if entry.first_run_id is not None and entry.last_run_id is not None:
                 new = range(entry.first_run_id, entry.last_run_id + 1)
-            ids = [*new, *entry.run_ids]
-            baselines.runs_changed(ids)
-            rollups.runs_changed(ids, [tuple(p) for p in entry.were])
+            _count([*new, *entry.run_ids], [tuple(p) for p in entry.were])
             entry.delete()
             counted += entry.n_runs
 

@@ -664,8 +664,8 @@ _OMISSIBLE_INDEXES = tuple(i for i, column in enumerate(RUN_INSERT_COLUMNS) if c
 
 def _without_null_columns(rows: list[list[Any]], insert_all: str, run_table: str) -> tuple[str, bytes]:
     """The INSERT of a batch of new runs and its payload, leaving out the omissible columns NULL in every row."""
-    columns = list(zip(*rows, strict=True)) if rows else []
-    empty = {i for i in _OMISSIBLE_INDEXES if columns and columns[i].count(None) == len(rows)}
+    columns = list(zip(*rows, strict=True))
+    empty = {i for i in _OMISSIBLE_INDEXES if rows and columns[i].count(None) == len(rows)}
     if not empty:
         return insert_all, sqlite_batches.encode(rows)
     kept = tuple(i for i in range(len(RUN_INSERT_COLUMNS)) if i not in empty)

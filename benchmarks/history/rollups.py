@@ -184,4 +184,4 @@ def _stage(cursor: Any, ids: list[int], were: Sequence[Position]) -> None:
     )
     if were:
         marks = ", ".join(["%s"] * (len(KEY_FIELDS) + 1))
-        cursor.executemany(f"INSERT INTO {CHANGED_HOURS} VALUES ({marks})", [tuple(p) for p in set(map(tuple, were))])
+        cursor.executemany(f"INSERT INTO {CHANGED_HOURS} VALUES ({marks})", list(set(map(tuple, were))))
