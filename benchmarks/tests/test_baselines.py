@@ -324,6 +324,15 @@ def test_counts_past_the_cap_say_so(client, monkeypatch):
     assert "No regressions across 1 group (5 configuration × workload series)" in page
 
 
+def test_with_no_runs_the_page_says_there_is_nothing_to_compare_not_that_nothing_regressed(client, import_bytes):
+    page = client.get(reverse("chart-regressions")).content.decode()
+    assert "No runs to compare yet" in page and "No regressions across" not in page
+    rng = random.Random(9)
+    import_in_files(import_bytes, random_runs(rng, 6, START), rng)
+    page = client.get(reverse("chart-regressions"), {"t_tok_s": 1000}).content.decode()
+    assert "No runs to compare yet" not in page and "No regressions across" in page
+
+
 def test_a_window_the_page_does_not_keep_is_refused(client):
     response = client.get(reverse("chart-regressions"), {"window": 7})
     assert response.status_code == 400 and "Select a valid choice" in response.content.decode()
