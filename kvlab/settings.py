@@ -130,9 +130,12 @@ DATABASES = {"default": dj_database_url.parse(os.environ.get("DATABASE_URL") or 
 # a database restart or an idle timeout is replaced, not handed to a request.
 # Celery workers keep a connection per task (CONN_MAX_AGE 0): a prefork child must not
 # inherit its parent's pooled sockets, and a task lasts minutes, not milliseconds.
+# kvlab's backend is Django's with psycopg's compiled timestamptz loader (kvlab/db/postgresql).
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    DATABASES["default"]["ENGINE"] = "kvlab.db.postgresql"
 _celery_process = "celery" in (Path(sys.argv[0]).name, Path(sys.argv[0]).parent.name) if sys.argv else False
 KVLAB_DB_POOL = env_bool("KVLAB_DB_POOL", not _celery_process)
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and KVLAB_DB_POOL:
+if DATABASES["default"]["ENGINE"] == "kvlab.db.postgresql" and KVLAB_DB_POOL:
     _pool_min = env_int("KVLAB_DB_POOL_MIN", 2)
     _pool_max = env_int("KVLAB_DB_POOL_MAX", 4)
     if _pool_max < _pool_min:

@@ -18,7 +18,7 @@ from django.urls import reverse
 PG_URL = "postgres://kvlab:kvlab@127.0.0.1:5432/kvlab"
 
 postgres_only = pytest.mark.skipif(
-    settings.DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql",
+    settings.DATABASES["default"]["ENGINE"] != "kvlab.db.postgresql",
     reason="the connection pool is PostgreSQL's (DATABASE_URL names none)",
 )
 
@@ -51,7 +51,7 @@ def test_sqlite_has_no_pool_and_no_persistent_connection() -> None:
 
 def test_a_postgresql_web_process_pools_its_connections_and_checks_them() -> None:
     db = database_settings(DATABASE_URL=PG_URL)
-    assert db["engine"] == "django.db.backends.postgresql"
+    assert db["engine"] == "kvlab.db.postgresql"  # Django's, with psycopg's compiled timestamptz loader
     assert db["pool"] == {"min_size": 2, "max_size": 4, "timeout": 10}
     assert db["checks"] is True
 

@@ -1,0 +1,1 @@
+"""kvlab's database backends: Django's, with what kvlab changes about them."""
