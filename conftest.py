@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.cache import cache
 from django.test import Client
 
 from benchmarks.history.importer import import_bench_file
@@ -22,6 +23,14 @@ from benchmarks.tests.conftest import DEMO_PATH
 from benchmarks.tests.test_browser_charts import browser, tab  # noqa: F401  (shared fixtures: Chromium, a tab)
 from kvlab.tests.processes import free_port, stop_process
 from sizing.tests.conftest import llama_server_binary, tiny_models  # noqa: F401  (shared fixtures)
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache() -> Iterator[None]:
+    """Each test starts with an empty cache: what one test counted (the filter choices, a login
+    throttle) is not another's, even where SQLite gives a new run the id of a rolled-back one."""
+    cache.clear()
+    yield
 
 
 @pytest.fixture

@@ -207,3 +207,50 @@ def test_typing_part_of_a_value_offers_it_and_picking_it_filters(tab: Any, path:
     assert "/runs/values/" not in tab.do(lambda page: page.url)
     assert tab.do(lambda page: page.evaluate("window.__marker")) == 1, "the page was reloaded: not an htmx swap"
     tab.assert_no_errors()
+
+
+# --- the most used values are counted once per newest run (issue 17: the load test) ------------
+
+
+def _top_reads(queries: CaptureQueriesContext) -> int:
+    """How many queries read the latest runs' filter columns (the count of the most used values)."""
+    return sum('"tool"' in q["sql"] and '"engine"' in q["sql"] for q in queries.captured_queries)
+
+
+def test_the_most_used_values_are_counted_once_until_a_run_arrives() -> None:
+    _runs(["a", "a", "b"])
+    columns = ("model", "gpu", "label", "tool", "engine")
+    with CaptureQueriesContext(connection) as first:
+        assert values.top_values(columns)["model"] == ["a", "b"]
+    with CaptureQueriesContext(connection) as again:
+        assert values.top_values(columns)["model"] == ["a", "b"]
+    assert (_top_reads(first), len(first)) == (1, 2)  # the newest run, then the count
+    assert (_top_reads(again), len(again)) == (0, 1)  # the newest run only: the same one
+    Run.objects.create(key="run-new", model="c", gpu="gpu-c", label="label-c", started_at=START, n_requests=1, n_ok=1)
+    with CaptureQueriesContext(connection) as after:
+        assert values.top_values(columns)["model"] == ["a", "b", "c"]  # a new run is offered at once
+    assert _top_reads(after) == 1
+
+
+def test_an_edited_run_is_offered_once_the_counted_values_expire(monkeypatch: pytest.MonkeyPatch) -> None:
+    runs = _runs(["a", "b"])
+    assert values.top_values(("model",))["model"] == ["a", "b"]
+    Run.objects.filter(pk=runs[0].pk).update(model="renamed")  # not the newest run: the same key
+    assert values.top_values(("model",))["model"] == ["a", "b"]  # counted at most CHOICES_TTL_S ago
+    monkeypatch.setattr(values, "CHOICES_TTL_S", 0)  # Django's cache keeps nothing for 0 s
+    values.cache.clear()  # what expiry does
+    assert values.top_values(("model",))["model"] == ["b", "renamed"]
+    assert values.top_values(("model",))["model"] == ["b", "renamed"]
+
+
+def test_no_runs_offer_nothing_without_counting() -> None:
+    with CaptureQueriesContext(connection) as queries:
+        assert values.top_values(("model", "gpu")) == {"model": [], "gpu": []}
+    assert len(queries) == 1
+
+
+def test_the_run_list_offers_a_new_runs_model_on_its_next_view(client: Any) -> None:
+    _runs(["a", "b"])
+    assert "c" not in _offered(client.get(reverse("run-list")).content.decode(), "model")
+    Run.objects.create(key="run-new", model="c", gpu="gpu-c", label="label-c", started_at=START, n_requests=1, n_ok=1)
+    assert _offered(client.get(reverse("run-list")).content.decode(), "model") == ["a", "b", "c"]
