@@ -178,6 +178,8 @@ def test_load_test_serves_every_page_without_an_error_under_gunicorn(tmp_path: P
         assert engine["gunicorn_exit"] == 0
         assert engine["latency"]["all"]["requests"] == engine["requests"]
         assert set(engine["latency"]) <= {"home", "run list", "run page", "timeline", "compare 3", "all"}
+        assert engine["rounds_requests_per_s"] == [engine["requests_per_s"]]  # --smoke: one round
+        assert len(engine["cpu_pct_per_worker"]) == 2 and all(v >= 0 for v in engine["cpu_pct_per_worker"])
 
 
 def test_sizing_speed_sizes_every_catalogue_model_and_reads_a_head_both_ways(tmp_path: Path) -> None:
