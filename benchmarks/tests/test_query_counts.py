@@ -202,8 +202,9 @@ def _sizing(h: History) -> list[str]:
 # "session, user": a logged-in page reads its session and its user once each; an htmx
 # partial that never looks at the user skips both.
 PAGES = [
-    # session, user; the model, GPU and label choices (one query, only when the form is drawn); count; the page
-    Page("run-list", lambda h: reverse("run-list"), 5, _run_keys),
+    # session, user; the model, GPU and label choices (only when the form is drawn: the newest run and, on
+    # the cold cache each test starts with, their count); count; the page
+    Page("run-list", lambda h: reverse("run-list"), 6, _run_keys),
     Page("run-list-htmx", lambda h: reverse("run-list"), 2, _run_keys, htmx=True),
     # session, user; the run; the page of its requests (their count is the run's); failures by type;
     # the ok requests' timings
@@ -290,19 +291,21 @@ PAGES = [
         5,
         lambda h: [*_run_links(h), 'id="trend-figure"', 'id="failures-figure"'],
     ),
-    # the model, GPU and label choices (only when the form is drawn); how many runs the range holds (at
-    # most timeline_data.RAW_MAX + 1: a few are drawn raw); the points; session, user
-    Page("timeline", lambda h: reverse("chart-timeline"), 5, _timeline),
+    # the model, GPU and label choices (only when the form is drawn: the newest run, their count on a cold
+    # cache); how many runs the range holds (at most timeline_data.RAW_MAX + 1: a few are drawn raw); the
+    # points; session, user
+    Page("timeline", lambda h: reverse("chart-timeline"), 6, _timeline),
     Page("timeline-htmx", lambda h: reverse("chart-timeline"), 2, _timeline, htmx=True),
     # the runs; their requests; session, user
     Page("chart-compare", lambda h: reverse("chart-compare"), 4, _compare_chart, params=_run_ids),
     Page("chart-compare-htmx", lambda h: reverse("chart-compare"), 2, _compare_chart, params=_run_ids, htmx=True),
-    # does a run hold the model; the model choices (only when the form is drawn); are there more runs
-    # than a curve reads (issue 17); the points per concurrency; session, user
+    # does a run hold the model; the model choices (only when the form is drawn: the newest run, their
+    # count on a cold cache); are there more runs than a curve reads (issue 17); the points per
+    # concurrency; session, user
     Page(
         "load-curve",
         lambda h: reverse("chart-load"),
-        6,
+        7,
         lambda h: ['id="load-figure-plot"'],
         params=lambda h: {"model": MODEL},
     ),

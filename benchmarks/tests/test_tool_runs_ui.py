@@ -386,15 +386,17 @@ def test_the_run_list_and_compare_cost_the_same_queries_for_few_or_many_tool_run
     runs = [vllm_run(f"vllm-{i}") for i in range(n)] + [guidellm_point(f"guide-{i}") for i in range(n)]
     runs.append(kvlab_job())
 
-    # the choices of the five value boxes (one query); count; the page; which summary runs store requests
-    with django_assert_num_queries(4):
+    # the choices of the five value boxes (the newest run, and their count: the cache is cold); count;
+    # the page; which summary runs store requests
+    with django_assert_num_queries(5):
         html = page(client, "run-list")
     assert html.count(">summary only<") == n and html.count(">sampled<") == n
     # the runs; their failures by type; the rows stored of those with a summary
     with django_assert_num_queries(3):
         html = page(client, "run-compare", run=[r.pk for r in runs[:12]])
     assert html.count("none stored") == min(n, 12)
-    # filtered by tool and engine: the two values checked, the choices, count, page, rows stored
+    # filtered by tool and engine: the two values checked, the choices (the newest run: counted above),
+    # count, page, rows stored
     with django_assert_num_queries(6):
         html = page(client, "run-list", tool="guidellm", engine="vllm")
     assert html.count(">sampled<") == n and ">summary only<" not in html
@@ -506,12 +508,14 @@ def test_the_charts_cost_the_same_queries_for_few_or_many_tool_runs(
         for i in range(n):
             guidellm_point(f"guide-{i}", rate=float(i + 1), n_rows=0, requests_sampled=...)
             vllm_run(f"vllm-{i}", n_ok=100, n_failed=0)
-        # the choices (the form is drawn); how many runs the range holds (bounded); the points
-        with django_assert_num_queries(3):
+        # the choices (the form is drawn: the newest run, and their count, as the runs are new); how
+        # many runs the range holds (bounded); the points
+        with django_assert_num_queries(4):
             html = page(client, "chart-timeline")
         assert f"{2 * n} runs" in html
-        # does a run hold the model; the choices; are there more runs than a curve reads; the points
-        with django_assert_num_queries(4):
+        # does a run hold the model; the model choices (the newest run, and their count: only the
+        # timeline's were counted); are there more runs than a curve reads; the points
+        with django_assert_num_queries(5):
             html = page(client, "chart-load", model=MODEL, x="request_rate")
         assert 'id="load-figure-plot"' in html
 
