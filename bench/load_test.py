@@ -582,11 +582,12 @@ def measure_rounds(
     each compare the machine's moments as much as the engines. In turns, a round's phases are a
     minute apart, and each round gives its own ratio.
     """
-    order = [(setup, plan) for plan, setups in prepared.values() for setup in setups]
+    order = [
+        (setup, plan, env, var_dir) for plan, setups in prepared.values() for setup, (env, var_dir) in setups.items()
+    ]
     measured: dict[str, list[dict[str, Any]]] = {}
     for r in range(args.rounds):
-        for setup, plan in order if r % 2 == 0 else order[::-1]:
-            env, var_dir = next(setups[setup] for _, setups in prepared.values() if setup in setups)
+        for setup, plan, env, var_dir in order if r % 2 == 0 else order[::-1]:
             log = var_dir / f"gunicorn-{setup}-{users}-{r + 1}.log"
             label = SETUPS[setup] + (f", round {r + 1} of {args.rounds}" if args.rounds > 1 else "")
             result = serve(label, env, args, users, var_dir / "plan.json", log)
