@@ -36,10 +36,16 @@ does with it (ggml-backend.cpp:1095-1125, llama-context.cpp:410-460):
 
 Not counted, as llama.cpp does not count them: the output (logits) buffer, the CUDA context,
 cuBLAS workspaces and the CUDA pool (common_memory_breakdown_print's "unaccounted").
+The CPU's extra buffer types (sizing.placement.cpu): a weight kept in RAM goes to AMX or
+CPU_REPACK when the CPU and its op allow and nothing comes before them in the CPU's list (no GPU,
+or `--no-host`; not with `-nr`). They are neither host nor a model device, so the fit's
+measurement leaves them out (fit.cpp:78-97) and `measure` does the same; `extra_buffers` gives
+them, one figure per type, as llama.cpp's breakdown prints them on rows of their own.
+
 Not modelled: `-sm row` (this build cannot load it on CUDA: SplitModeRowError) and `-sm tensor`
 (one Meta device splitting each tensor by llama_meta_device_get_split_state: UnsupportedPlacement);
-the CPU repack buffers of a CPU-only build, which the fit's measurement drops (they are neither
-host nor a model device); backends other than CUDA (their alignment and padding differ).
+what op offload copies of a weight held in AMX or CPU_REPACK (`--no-host` with a GPU); backends
+other than CUDA (their alignment and padding differ).
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from ..ggml_types import BY_NAME, row_size
 from ..hparams import ModelParams
 from ..kv import KVLayout, ServerFlags, kv_layout
 from ..memory import compute_buffer, reserve_tokens
+from . import cpu as cpu_types
 from . import overrides as ot
 from .tensors import WeightTensor, has_tied_output, uses_of
 from .types import Device, Host, Measure, Params, Usage
@@ -184,6 +191,14 @@ class Placement:
     kv: list[tuple[int, str, int, int]] = field(default_factory=list)  # (bucket, name, layer, bytes)
     host_layer_weights: dict[int, int] = field(default_factory=dict)  # layer -> CUDA bytes of its host weights
     dropped: list[str] = field(default_factory=list)  # overridden to a GPU the model does not use
+    extra: list[tuple[str, str, int]] = field(default_factory=list)  # (AMX | CPU_REPACK, tensor name, bytes)
+
+    def extra_bytes(self) -> dict[str, int]:
+        """Bytes per CPU extra buffer type, in llama.cpp's order, the types that hold something."""
+        totals = {name: 0 for name in cpu_types.EXTRA_TYPES}
+        for name, _, size in self.extra:
+            totals[name] += size
+        return {name: size for name, size in totals.items() if size}
 
     def bucket_bytes(self, bucket: int) -> tuple[int, int]:
         model = sum(b for k, _, b in self.weights if k == bucket)
@@ -259,8 +274,11 @@ def place(
     layers = layer_devices(model.n_layer_all, used, host, params)
     placement = Placement(used, layers)
     tied = has_tied_output(tensors)
+    # the CPU's extra types come first in its list when no pinned host type precedes them
+    cpu = host.cpu if params.use_extra_bufts and (not used or params.no_host) else None
     for t in tensors:
         buckets: set[int] = set()
+        extras: set[str] = set()
         for layer in uses_of(t, model.n_layer_all, tied_output=tied):
             buft = ot.match(t.name, params.overrides)
             if buft == ot.CPU:
@@ -272,12 +290,19 @@ def place(
                 bucket = names.index(buft)
             else:
                 bucket = HOST if layer is None else layers[layer]
-            buckets.add(bucket)
             if bucket == HOST and layer is not None:
                 held = placement.host_layer_weights
                 held[layer] = held.get(layer, 0) + cuda_alloc_size(t.type_name, t.shape)
+            as_output = tied and t.name == "token_embd.weight" and layer == model.n_layer_all
+            extra = cpu_types.extra_buffer_type(t.name, t.type_name, t.shape, cpu, as_output=as_output)
+            if bucket == HOST and extra:
+                extras.add(extra)  # one copy per buffer type (llama-model-loader.cpp:1370-1376)
+            else:
+                buckets.add(bucket)
         for bucket in sorted(buckets):
             placement.weights.append((bucket, t.name, alloc_size(bucket, t.type_name, t.shape)))
+        for extra in sorted(extras):
+            placement.extra.append((extra, t.name, cpu_types.extra_alloc_size(extra, t.type_name, t.shape)))
     for name, il, type_name, shape in kv_tensors(model, layout):
         bucket = layers[il] if params.kv_offload else HOST
         placement.kv.append((bucket, name, il, alloc_size(bucket, type_name, shape)))
@@ -348,11 +373,7 @@ def measure(
 
     Raises PlacementError (SplitModeRowError, UnsupportedPlacement), overrides.OverrideError, or
     ValueError when the KV cache cannot be made (sizing.kv's errors)."""
-    flags = flags_for(params, swa_full=swa_full)
-    layout = kv_layout(model, flags)
-    if layout.errors:
-        raise PlacementError("; ".join(layout.errors))
-    placement = place(model, tensors, devices, host, params, layout)
+    flags, layout, placement = _placed(model, tensors, devices, host, params, swa_full=swa_full)
     gpus, host_compute = compute_buffers(model, layout, flags, placement, params)
     result = []
     for d in range(len(placement.devices)):
@@ -361,6 +382,36 @@ def measure(
     weights, context = placement.bucket_bytes(HOST)
     result.append(Usage(weights, context, host_compute))
     return result
+
+
+def _placed(
+    model: ModelParams,
+    tensors: Sequence[WeightTensor],
+    devices: Sequence[Device],
+    host: Host,
+    params: Params,
+    *,
+    swa_full: bool,
+) -> tuple[ServerFlags, KVLayout, Placement]:
+    flags = flags_for(params, swa_full=swa_full)
+    layout = kv_layout(model, flags)
+    if layout.errors:
+        raise PlacementError("; ".join(layout.errors))
+    return flags, layout, place(model, tensors, devices, host, params, layout)
+
+
+def extra_buffers(
+    model: ModelParams,
+    tensors: Sequence[WeightTensor],
+    devices: Sequence[Device],
+    host: Host,
+    params: Params,
+    *,
+    swa_full: bool = False,
+) -> dict[str, int]:
+    """The bytes of weights in each CPU extra buffer type (AMX, CPU_REPACK) for these parameters:
+    system RAM that llama.cpp's breakdown prints apart and its fit does not count."""
+    return _placed(model, tensors, devices, host, params, swa_full=swa_full)[2].extra_bytes()
 
 
 def make_measure(

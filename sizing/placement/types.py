@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from .cpu import Cpu
+
 MiB = 1024 * 1024
 UINT32_MAX = 2**32 - 1
 DEFAULT_FIT_TARGET_MIB = 1024  # common.h: fit_params_target, per device
@@ -36,11 +38,13 @@ class Device:
 
 @dataclass(frozen=True)
 class Host:
-    """System RAM: the CPU device's total and free memory, and its bandwidth for the speed estimate."""
+    """System RAM: the CPU device's total and free memory, its bandwidth for the speed estimate, and
+    the CPU's features (sizing.placement.cpu; None: not given, and no extra buffer type is assumed)."""
 
     total: int
     free: int
     bandwidth: float | None = None
+    cpu: Cpu | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class Params:
     flash_attn: bool = True  # as `-fa auto` resolved
     n_batch: int = 2048
     n_ubatch: int = 512
+    use_extra_bufts: bool = True  # False with -nr / --no-repack: no AMX, no CPU_REPACK
+    no_host: bool = False  # --no-host: no pinned CUDA_Host buffer, so the extra types take CPU weights
 
 
 @dataclass(frozen=True)
