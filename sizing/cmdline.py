@@ -45,6 +45,10 @@ _BOOL_FLAGS = {
     "--kv-offload": ("kv_offload", True),
     "-nkvo": ("kv_offload", False),
     "--no-kv-offload": ("kv_offload", False),
+    "--repack": ("repack", True),
+    "-nr": ("repack", False),
+    "--no-repack": ("repack", False),
+    "--no-host": ("no_host", True),
 }
 # Placement and --fit (common/arg.cpp); each takes one value.
 _PLACEMENT_FLAGS = {
@@ -72,6 +76,8 @@ SPLIT_MODES = ("none", "layer", "row", "tensor")
 # The -ot buffer types a command may name; kvlab checks them against the GPUs it is sized for.
 _BUFFER_TYPES = [f"{backend}{i}" for backend in ("CUDA", "ROCm", "Vulkan", "SYCL") for i in range(MAX_DEVICES)]
 _FLASH_FLAGS = ("-fa", "--flash-attn")
+_LOAD_MODE_FLAGS = ("-lm", "--load-mode")
+LOAD_MODES = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")  # arg.cpp:2694-2710
 _MODEL_FLAGS = ("-m", "--model")
 _FLASH_VALUES = {"on": "on", "off": "off", "auto": "auto", "1": "on", "0": "off", "true": "on", "false": "off"}
 _FLASH_VALUES |= {"enabled": "on", "disabled": "off"}
@@ -84,6 +90,7 @@ KNOWN_FLAGS = (
     *_PLACEMENT_FLAGS,
     *_CPU_MOE_FLAGS,
     *_FIT_FLAGS,
+    *_LOAD_MODE_FLAGS,
 )
 
 
@@ -201,7 +208,13 @@ def parse_command(text: str, base: ServerFlags | None = None) -> ParsedCommand:
                 )
             )
         raw: str | None = None
-        if name in _INT_FLAGS or name in _TYPE_FLAGS or name in _MODEL_FLAGS or name in _PLACEMENT_FLAGS:
+        if (
+            name in _INT_FLAGS
+            or name in _TYPE_FLAGS
+            or name in _MODEL_FLAGS
+            or name in _PLACEMENT_FLAGS
+            or name in _LOAD_MODE_FLAGS
+        ):
             raw, i = _value(tokens, i, inline)
             if raw is None:
                 result.errors.append(f"{name} needs a value")
@@ -222,6 +235,15 @@ def parse_command(text: str, base: ServerFlags | None = None) -> ParsedCommand:
             attr, value = _BOOL_FLAGS[name]
             values[attr] = value
             result.given.append(name)
+        elif name in _LOAD_MODE_FLAGS:
+            if raw is not None:
+                if raw not in LOAD_MODES:
+                    result.errors.append(
+                        f"{name} {raw}: llama-server exits with 'invalid value' (it takes {', '.join(LOAD_MODES)})"
+                    )
+                else:
+                    values["load_mode"] = raw
+                    result.given.append(f"{name} {raw}")
         elif name in _FLASH_FLAGS:
             # Current builds take on|off|auto; older ones took a bare -fa meaning on.
             nxt = inline if inline is not None else (tokens[i] if i < len(tokens) else None)
@@ -493,6 +515,12 @@ def to_command(flags: ServerFlags, model_path: str = "MODEL.gguf") -> list[str]:
         args += ["-fitc", str(flags.fit_ctx)]
     if flags.kv_unified_per_slot:
         args += ["--kv-unified-per-slot", str(flags.kv_unified_per_slot)]
+    if not flags.repack:
+        args.append("-nr")
+    if flags.no_host:
+        args.append("--no-host")
+    if flags.load_mode != "auto":
+        args += ["-lm", flags.load_mode]
     if flags.n_ubatch != 512:
         args += ["-ub", str(flags.n_ubatch)]
     if flags.n_batch != 2048:

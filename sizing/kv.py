@@ -54,6 +54,12 @@ class ServerFlags:
     fit_target_mib: tuple[int, ...] = ()  # -fitt; () = 1024 MiB per GPU; one value is broadcast
     fit_ctx: int = 4096  # -fitc; `-c 0` sets it to UINT32_MAX (arg.cpp: full context requested)
     kv_unified_per_slot: int = 0  # --kv-unified-per-slot N (0: unset)
+    # Where weights kept in RAM live (sizing.placement.cpu): -nr/--no-repack turns the CPU's extra
+    # buffer types (AMX, CPU_REPACK) off; --no-host drops the GPU's pinned host buffer before them;
+    # -lm/--load-mode decides whether plain CPU weights are mapped from the file or copied.
+    repack: bool = True
+    no_host: bool = False
+    load_mode: str = "auto"  # auto | none | mmap | mlock | mmap+mlock | dio
 
 
 def flags_key(flags: ServerFlags) -> str:

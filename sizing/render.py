@@ -399,6 +399,12 @@ def server_view(
         "tensors_source": tensors_source,
         "tensor_notes": list(tensor_notes),
         "devices": rows,
+        "cpu": None if plan.cpu is None else {"label": plan.cpu.label, "source": plan.cpu.source},
+        "cpu_buffers": []
+        if plan.host_memory is None
+        else [{"name": name, "bytes": size} for name, size in plan.host_memory.extra.items()],
+        "host_needs": None if plan.host_memory is None else plan.host_memory.needs,
+        "host_notes": list(plan.host_notes),
         "n_gpus": n_gpus if n_gpus is not None else sum(1 for r in rows if not r["is_host"]),
         "speed": speed_view,
         "measured": measured,
@@ -444,6 +450,13 @@ def server_text(view: dict[str, Any]) -> list[str]:
             f"free {_m(r['free'])} → {_m(r['free_after'])}"
             + ("" if r["is_host"] else f"; target {mib(r['fit_target'])}")
         )
+    for b in view.get("cpu_buffers", ()):
+        lines.append(f"  {b['name']} (system RAM, not counted by --fit): {mib(b['bytes'])}")
+    if view.get("cpu_buffers"):
+        lines.append(f"  the host's RAM in all: {mib(view['host_needs'])}")
+    if view.get("cpu"):
+        lines.append(f"host CPU: {view['cpu']['label']} ({view['cpu']['source']})")
+    lines.extend(f"note: {note}" for note in view.get("host_notes", ()))
     for r in view["devices"]:
         if r["is_host"] or not r["outside"]:
             continue

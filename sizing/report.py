@@ -49,8 +49,9 @@ def size(
     sm_counts: Sequence[int | None] = (),
     compute_capabilities: Sequence[float | None] = (),
 ) -> Sizing:
-    """Size `flags` for `model`. With GPUs (`devices`, or one of `gpu_mib`) llama-server's --fit is
-    replayed and the sizing is of the configuration it then runs with. `sm_counts` and
+    """Size `flags` for `model`. With GPUs (`devices`, or one of `gpu_mib`), or on the CPU alone with
+    the host's RAM given (`host.total`), llama-server's --fit is replayed and the sizing is of the
+    configuration it then runs with. `sm_counts` and
     `compute_capabilities` (one per device, None where unknown) size what nvidia-smi shows beyond
     llama.cpp's own count."""
     if devices is None and gpu_mib is not None:
@@ -59,11 +60,11 @@ def size(
         gpu_mib = devices[0].free // MiB  # the one-GPU memory plan (MemoryPlan) of the first
     server = None
     typed = flags
-    if devices:
+    if devices or (host is not None and host.total):  # GPUs, or a CPU-only host of a known size
         server = plan_server(
             model,
             flags,
-            devices=devices,
+            devices=devices or [],
             host=host,
             tensors=tensors,
             weights_bytes=weights_bytes,
@@ -243,6 +244,17 @@ def server_json(plan: ServerPlan | None) -> dict[str, Any]:
         },
         "placement_error": plan.error,
         "weights_note": plan.weights_note,
+        "cpu": None if plan.cpu is None else {"label": plan.cpu.label, "source": plan.cpu.source},
+        "host_memory": None
+        if plan.host_memory is None
+        else {
+            "counted_bytes": plan.host_memory.counted.total,
+            "cpu_buffers": dict(plan.host_memory.extra),
+            "needs_bytes": plan.host_memory.needs,
+            "mapped_bytes": plan.host_memory.mapped,
+            "load_mode": plan.host_memory.load_mode,
+            "notes": list(plan.host_notes),
+        },
         "loads": plan.loads,
         "devices": [
             {

@@ -360,6 +360,13 @@ def compute_buffers(
     return gpus, host
 
 
+class Measurement(list[Usage]):
+    """A measurement (one Usage per model device, then the host's) and, apart, the bytes of the CPU's
+    extra buffer types, which the fit does not count but llama.cpp's breakdown table prints."""
+
+    extra: dict[str, int]
+
+
 def measure(
     model: ModelParams,
     tensors: Sequence[WeightTensor],
@@ -381,7 +388,9 @@ def measure(
         result.append(Usage(weights, context, gpus[d]))
     weights, context = placement.bucket_bytes(HOST)
     result.append(Usage(weights, context, host_compute))
-    return result
+    measurement = Measurement(result)
+    measurement.extra = placement.extra_bytes()
+    return measurement
 
 
 def _placed(

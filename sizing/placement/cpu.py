@@ -50,8 +50,11 @@ EXTRA_TYPES = (AMX, REPACK)  # in the order llama.cpp lists (and prints) them
 HOST_ALIGNMENT = 32  # TENSOR_ALIGNMENT: both extra types align to it
 
 # llama.cpp's names (ggml_backend_cpu_get_features) that decide the extra buffer types.
-X86 = ("SSE3", "SSSE3", "AVX", "AVX_VNNI", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_VBMI")
-X86 += ("AVX512_VNNI", "AVX512_BF16", "AMX_INT8")
+X86 = ("SSE3", "SSSE3", "AVX", "AVX_VNNI", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_VBMI") + (
+    "AVX512_VNNI",
+    "AVX512_BF16",
+    "AMX_INT8",
+)
 ARM = ("NEON", "ARM_FMA", "FP16_VA", "MATMUL_INT8", "SVE", "DOTPROD", "SME", "SME2")
 KNOWN_FEATURES = frozenset(X86 + ARM + ("REPACK", "KLEIDIAI", "OPENMP", "LLAMAFILE"))
 

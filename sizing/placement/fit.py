@@ -19,7 +19,7 @@ Two C++ details shape the code:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from sizing.placement.types import (
@@ -256,10 +256,12 @@ class _Fit:
                         "--fit will not use it",
                     )
                 )
-        usages = list(self.measure_fn(params))
+        measured = self.measure_fn(params)
+        usages = list(measured)
         if len(usages) != self.nd + 1:
             raise ValueError(f"measure returned {len(usages)} usages for {self.nd} devices and the host")
-        self.s.log.extend((TRC, line) for line in breakdown_table(self.devices, usages))
+        extra = getattr(measured, "extra", None) or {}  # breakdown.Measurement: the CPU's extra buffer types
+        self.s.log.extend((TRC, line) for line in breakdown_table(self.devices, usages, extra))
         return usages
 
     def add_extra_memory(self, usages: list[Usage]) -> list[Usage]:
@@ -690,8 +692,11 @@ def overflow_pattern(il: int, fraction: int) -> str:
     return _FRACTION_PATTERN[fraction].format(il=il)
 
 
-def breakdown_table(devices: Sequence[Device], usages: Sequence[Usage]) -> list[str]:
-    """common_memory_breakdown_print's table (fit.cpp:906-1060), device rows and the Host row."""
+def breakdown_table(
+    devices: Sequence[Device], usages: Sequence[Usage], extra: Mapping[str, int] | None = None
+) -> list[str]:
+    """common_memory_breakdown_print's table (fit.cpp:906-1060): device rows, the Host row, then a row
+    for each remaining buffer type (the CPU's AMX and CPU_REPACK: their weights only)."""
     header = ["memory breakdown [MiB]", "total", "free", "self", "model", "context", "compute", "unaccounted"]
     rows: list[tuple[str, list[str]]] = [("header", header)]
     for d, u in zip(devices, usages, strict=False):
@@ -714,6 +719,8 @@ def breakdown_table(devices: Sequence[Device], usages: Sequence[Usage]) -> list[
         "",
     ]
     rows.append(("other", host))
+    for name, size in (extra or {}).items():
+        rows.append(("other", [f"  - {name}", "", "", str(size // MiB), str(size // MiB), "0", "0", ""]))
     widths = [max(len(cells[j]) for _, cells in rows) for j in range(8)]
     out = []
     for kind, cells in rows:

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from ..hparams import ModelParams
 from ..kv import KVLayout, ServerFlags, kv_layout
 from . import breakdown, fit, overhead, speed
+from . import cpu as cpu_types
+from . import host_memory as host_ram
 from .fit import ContextSize
 from .speed import SpeedEstimate
 from .tensors import WeightTensor
@@ -70,6 +72,9 @@ class ServerPlan:
     weights_note: str = ""  # APPROXIMATE_WEIGHTS when the weights are spread evenly
     speed: SpeedEstimate | None = None
     pre_fit_log: list[tuple[str, str]] = field(default_factory=list)
+    cpu: cpu_types.Cpu | None = None  # the host CPU the answer assumed (None: not given)
+    host_memory: host_ram.HostMemory | None = None  # the host's RAM beside what --fit counts
+    host_notes: list[str] = field(default_factory=list)
 
     @property
     def gpus(self) -> list[DeviceRow]:
@@ -110,6 +115,8 @@ def params_of(flags: ServerFlags, layout: KVLayout, n_devices: int) -> Params:
         flash_attn=layout.flash_attn,
         n_batch=flags.n_batch,
         n_ubatch=flags.n_ubatch,
+        use_extra_bufts=flags.repack,
+        no_host=flags.no_host,
     )
 
 
@@ -222,6 +229,7 @@ def plan_server(
             DeviceRow(device.name, device.description, device.total, device.free, usages[i], margins[index], outside)
         )
     plan.rows.append(DeviceRow("Host", "system RAM", host.total or None, host.free or None, usages[-1], 0, None))
+    _host_memory(plan, model, tensors, devices, host, result.params, swa_full=flags.swa_full)
     named = [(t.name, t.nbytes) for t in tensors]
     plan.speed = speed.estimate(
         model,
@@ -235,6 +243,37 @@ def plan_server(
         tensors=named,
     )
     return plan
+
+
+# What llama.cpp would do on CPUs of these kinds, said when the CPU is not given.
+POTENTIAL_CPUS = {"AMX": "avx512+amx", "AVX2": "avx2", "ARM NEON and dotprod": "arm"}
+
+
+def _host_memory(
+    plan: ServerPlan,
+    model: ModelParams,
+    tensors: Sequence[WeightTensor],
+    devices: Sequence[Device],
+    host: Host,
+    params: Params,
+    *,
+    swa_full: bool,
+) -> None:
+    """The CPU's extra buffer types at the fitted placement, and what the host then really holds."""
+    extra = breakdown.extra_buffers(model, tensors, devices, host, params, swa_full=swa_full)
+    used = breakdown.model_devices(devices, params)
+    possible = params.use_extra_bufts and (not used or params.no_host)
+    potential: dict[str, dict[str, int]] = {}
+    if host.cpu is None and possible:
+        for label, spec in POTENTIAL_CPUS.items():
+            other = replace(host, cpu=cpu_types.parse_cpu(spec))
+            potential[label] = breakdown.extra_buffers(model, tensors, devices, other, params, swa_full=swa_full)
+    plan.cpu = host.cpu
+    counted = plan.rows[-1].usage
+    plan.host_memory = host_ram.HostMemory(counted, extra, plan.flags.load_mode)
+    plan.host_notes = host_ram.notes(
+        plan.host_memory, host.cpu, total=host.total or None, extras_possible=possible, potential=potential
+    )
 
 
 def _plan(

@@ -14,6 +14,7 @@ from sizing.cmdline import parse_command
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.hparams import ModelParams, ModelSpecError, model_params
 from sizing.placement import tensors as placement_tensors
+from sizing.placement.cpu import CPU_CHOICES, Cpu, CpuSpecError, from_cpuinfo, parse_cpu
 from sizing.placement.tensors import WeightTensor
 from sizing.placement.types import MAX_DEVICES, Device, Host, MiB
 from sizing.render import text_report
@@ -93,6 +94,17 @@ class Command(BaseCommand):
         parser.add_argument("--gpu-mib", type=int, help="one GPU's memory in MiB (the same as --gpu MIB)")
         parser.add_argument("--ram-mib", type=int, help="system RAM in MiB (for a CPU-only fit)")
         parser.add_argument("--ram-gbps", type=float, help="system RAM bandwidth in GB/s (default: dual-channel DDR4)")
+        parser.add_argument(
+            "--cpu",
+            help=f"the host's CPU, which decides where llama.cpp keeps weights in RAM (AMX, CPU_REPACK): {CPU_CHOICES} "
+            "(host: this machine's /proc/cpuinfo), llama.cpp feature names (AVX2+AVX512) or its system_info line; "
+            "unknown if not given",
+        )
+        parser.add_argument("-nr", "--no-repack", action="store_true", help="no CPU extra buffer types (AMX, repack)")
+        parser.add_argument(
+            "--no-host", action="store_true", help="no pinned host buffer: the extra types take CPU weights"
+        )
+        parser.add_argument("-lm", "--load-mode", choices=["auto", "none", "mmap", "mlock", "mmap+mlock", "dio"])
         parser.add_argument("--prompt-tokens", type=int, help="p95 prompt tokens of the workload")
         parser.add_argument("--output-tokens", type=int, help="p95 output tokens of the workload")
         parser.add_argument("--concurrency", type=int, default=1)
@@ -142,10 +154,25 @@ class Command(BaseCommand):
             raise CommandError(f"--ram-mib must be 1 to {MAX_GPU_MIB:,}")
         if gbps is not None and not 0 < gbps <= 100_000:
             raise CommandError("--ram-gbps must be more than 0 and at most 100,000")
-        if ram is None and gbps is None:
+        cpu = self._cpu(o["cpu"])
+        if ram is None and gbps is None and cpu is None:
             return None
         total = (ram or 0) * MiB
-        return Host(total, total, None if gbps is None else gbps * 1e9)
+        return Host(total, total, None if gbps is None else gbps * 1e9, cpu=cpu)
+
+    def _cpu(self, spec: str | None) -> Cpu | None:
+        if spec is None:
+            return None
+        if spec.strip() == "host":
+            try:
+                text = Path("/proc/cpuinfo").read_text(errors="replace")[:1_000_000]
+            except OSError as exc:
+                raise CommandError(f"--cpu host: cannot read /proc/cpuinfo ({exc.strerror})") from None
+            return from_cpuinfo(text, "this machine's /proc/cpuinfo")
+        try:
+            return parse_cpu(spec)
+        except CpuSpecError as exc:
+            raise CommandError(f"--cpu: {exc}") from None
 
     def _tensors(self, o: dict[str, Any], model: ModelParams, metadata: dict[str, Any]) -> list[WeightTensor] | None:
         """The weight tensors for an exact placement: the GGUF's table, or the catalogue's shapes at --quant."""
@@ -240,6 +267,12 @@ class Command(BaseCommand):
             tokens.append("--swa-full")
         if o["no_kv_offload"]:
             tokens.append("--no-kv-offload")
+        if o["no_repack"]:
+            tokens.append("-nr")
+        if o["no_host"]:
+            tokens.append("--no-host")
+        if o["load_mode"]:
+            tokens += ["-lm", o["load_mode"]]
         return tokens
 
     def _workload(self, o: dict[str, Any]) -> Workload | None:
