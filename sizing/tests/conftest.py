@@ -97,6 +97,33 @@ def llama_fit_params_binary() -> Path:
     return _built_binary("KVLAB_LLAMA_FIT_PARAMS", ["--fit-params"], "llama-fit-params")
 
 
+SYSTEM_INFO_RE = re.compile(r"system_info: .*\| CPU : [^\n]*")
+
+
+def system_info_line(binary: Path) -> str:
+    """llama.cpp's own report of the CPU features it uses: the `system_info` line llama-server logs at
+    start-up (common_params_print_info, -lv 4) before it loads a model — given none, it then exits."""
+    proc = subprocess.run(
+        [str(binary), "-lv", "4", "-m", "/nonexistent/kvlab-cpu-probe.gguf", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    found = SYSTEM_INFO_RE.search(proc.stdout + proc.stderr)
+    assert found, f"no system_info line from {binary}: {(proc.stdout + proc.stderr)[-1000:]}"
+    return found[0]
+
+
+@pytest.fixture(scope="session")
+def llama_cpu(llama_server_binary: Path) -> Any:
+    """This machine's CPU as the llama.cpp build under test sees it (sizing.placement.cpu.Cpu), read from
+    its system_info line: the oracle tests predict for it (AMX, repack) and compare."""
+    from sizing.placement.cpu import from_system_info
+
+    return from_system_info(system_info_line(llama_server_binary))
+
+
 @dataclass
 class ServerRun:
     """What one llama-server start produced."""

@@ -23,6 +23,7 @@ import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,42 +122,52 @@ def sparse_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 CPU_CASES = [(name, model, flags, budget) for name, model, flags, budget in FIT_CASES if "-ngl" not in flags]
 
 
+# Each CPU case runs as llama.cpp chooses on this machine's CPU (AMX or CPU_REPACK may take the weights,
+# which the fit then does not count) and with -nr (every weight plain CPU memory, counted).
+REPACK = {"native": "", "-nr": " -nr"}
+
+
 @pytest.mark.llama_server
+@pytest.mark.parametrize("repack", REPACK)
 def test_the_cpu_fit_agrees_with_llama_fit_params(
-    llama_fit_params_binary: Path, sparse_models: dict[str, Path]
+    llama_fit_params_binary: Path, sparse_models: dict[str, Path], llama_cpu: Any, repack: str
 ) -> None:
     total = host_total()
-    host = Host(total, total)
+    host = Host(total, total, cpu=llama_cpu)
     problems: list[str] = []
     checked = 0
     for _name, model, flags, budget in CPU_CASES:
         if "-c " in flags or "cpu-moe" in flags or "-ot " in flags or "-nkvo" in flags:
             continue  # with no devices these leave the context alone: nothing to compare but "no change"
         target = f" -fitt {total // MiB - budget}" if budget is not None else ""
-        problems += compare(llama_fit_params_binary, sparse_models[model], flags + target, [], host)
+        problems += compare(llama_fit_params_binary, sparse_models[model], flags + target + REPACK[repack], [], host)
         checked += 1
     assert checked >= 6 and problems == []
 
 
 @pytest.mark.llama_server
 def test_the_cpu_fit_fails_as_llama_fit_params_does(
-    llama_fit_params_binary: Path, sparse_models: dict[str, Path]
+    llama_fit_params_binary: Path, sparse_models: dict[str, Path], llama_cpu: Any
 ) -> None:
     """Not even the smallest context fits: "was unable to fit model into system memory by reducing
-    context, abort", exit 1, on both sides."""
+    context, abort", exit 1, on both sides — with -nr, where every weight counts. As llama.cpp chooses
+    on a CPU with AMX the f16 weights go to the AMX buffer, which the fit does not count: there it
+    succeeds, and kvlab must say the same for this machine's CPU."""
     total = host_total()
-    flags = f"-fa off -fitt {total // MiB - 2000}"  # 2,000 MiB for an 8.6 GB model
+    flags = f"-fa off -fitt {total // MiB - 2000} -nr"  # 2,000 MiB for an 8.6 GB model
     proc = run_fit_params(llama_fit_params_binary, sparse_models["dense"], flags)
     # the end of its log, where a different failure (the host short of memory itself) would say so
     tail = proc.stderr[-1500:]
     assert proc.returncode == 1, tail
     assert "was unable to fit model into system memory by reducing context, abort" in proc.stderr, tail
     model, tensors = load(sparse_models["dense"])
-    ours = replica(model, tensors, [], Host(total, total), flags)
+    ours = replica(model, tensors, [], Host(total, total, cpu=llama_cpu), flags)
     assert (ours.status, ours.message) == (
         "failure",
         "was unable to fit model into system memory by reducing context, abort",
     )
+    native = flags.removesuffix(" -nr")
+    assert compare(llama_fit_params_binary, sparse_models["dense"], native, [], Host(total, total, cpu=llama_cpu)) == []
 
 
 # --- CUDA: make test-gpu --------------------------------------------------------------------------

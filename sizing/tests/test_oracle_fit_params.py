@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,10 +28,19 @@ from sizing.gguf import read_gguf_head
 from sizing.hparams import ModelParams, model_params
 from sizing.kv import KVLayout, ServerFlags, kv_layout
 from sizing.memory import COMPUTE_BOUND_MIB, COMPUTE_BOUND_SHARE, MiB, compute_buffer
+from sizing.placement import breakdown
+from sizing.placement.server import params_of
+from sizing.placement.tensors import WeightTensor, from_gguf
+from sizing.placement.types import Host
 from sizing.server_log import mib
 from sizing.tiny_gguf import close_sparse
 
 pytestmark = pytest.mark.llama_server
+
+# Every comparison runs twice: as llama.cpp chooses on this machine's CPU (its extra buffer types:
+# AMX, CPU_REPACK) and with -nr (every weight in plain CPU memory); kvlab predicts each for the CPU
+# the build reports (the `llama_cpu` fixture: its system_info line).
+REPACK = {"native": "", "-nr": " -nr"}
 
 # llama-fit-params takes llama-server's memory flags except the server's own: no -kvu/--no-kv-unified
 # (its sequences are never unified) and no automatic 4 slots (without -np it sizes 1 sequence). So
@@ -60,10 +71,19 @@ def flags_of(command: str) -> ServerFlags:
     return parsed.flags
 
 
-def read_model(path: Path) -> tuple[ModelParams, int | None]:
+def read_model(path: Path) -> tuple[ModelParams, list[WeightTensor]]:
     with path.open("rb") as f:
         head = read_gguf_head(f)
-    return model_params(head.metadata), head.weights_bytes
+    return model_params(head.metadata), from_gguf(head.tensors)
+
+
+def weight_rows(model: ModelParams, tensors: list[WeightTensor], flags: ServerFlags, cpu: Any) -> dict[str, int]:
+    """kvlab's model column of each breakdown row llama-fit-params prints on the CPU build: Host, then
+    the CPU's extra buffer types (AMX, CPU_REPACK) that hold weights, in whole MiB."""
+    params = params_of(flags, kv_layout(model, flags), 0)
+    params = replace(params, n_seq_max=flags.parallel or 1, kv_unified=bool(flags.kv_unified))
+    measured = breakdown.measure(model, tensors, [], Host(0, 0, cpu=cpu), params)
+    return {"Host": whole_mib(measured[-1].model), **{k: whole_mib(v) for k, v in measured.extra.items()}}
 
 
 def compute_error_mib(kvlab_bytes: int, reported: str) -> float:
@@ -75,12 +95,19 @@ def within_bound(kvlab_bytes: int, reported: str) -> bool:
 
 
 def mismatches(
-    model: ModelParams, weights: int | None, layout: KVLayout, flags: ServerFlags, r: FitParamsReport
+    model: ModelParams,
+    tensors: list[WeightTensor],
+    layout: KVLayout,
+    flags: ServerFlags,
+    r: FitParamsReport,
+    cpu: Any,
 ) -> list[str]:
     """Every figure where kvlab and llama-fit-params disagree, in words."""
     found = []
-    if weights is None or whole_mib(weights) != r.host.model:
-        found.append(f"weights {weights} B = {whole_mib(weights or 0)} MiB, llama.cpp {r.host.model} MiB")
+    predicted_rows = weight_rows(model, tensors, flags, cpu)
+    reported_rows = {name: row.model for name, row in r.devices.items()}
+    if predicted_rows != reported_rows:
+        found.append(f"weights per buffer type (MiB): kvlab {predicted_rows}, llama.cpp {reported_rows} on {cpu.label}")
     predicted = sorted(
         (c.cells, c.layers, c.streams, mib(c.bytes), mib(c.k_bytes), mib(c.v_bytes)) for c in layout.caches if c.layers
     )
@@ -101,15 +128,17 @@ def mismatches(
     return found
 
 
-@pytest.mark.parametrize("flags", FLAG_SETS)
+@pytest.mark.parametrize("repack", REPACK)
+@pytest.mark.parametrize("flag_set", FLAG_SETS)
 def test_every_tiny_family_matches_llama_fit_params(
-    llama_fit_params_binary: Path, tiny_models: dict[str, Path], flags: str
+    llama_fit_params_binary: Path, tiny_models: dict[str, Path], llama_cpu: Any, flag_set: str, repack: str
 ) -> None:
     """Weights, every KV cache, the recurrent state and the CPU compute buffer, for each tiny model."""
+    flags = flag_set + REPACK[repack]
     server_flags = flags_of(flags)
     problems = []
     for family, path in tiny_models.items():
-        model, weights = read_model(path)
+        model, tensors = read_model(path)
         layout = kv_layout(model, server_flags)
         proc = run_fit_params(llama_fit_params_binary, path, flags)
         if layout.errors:
@@ -120,7 +149,9 @@ def test_every_tiny_family_matches_llama_fit_params(
             problems.append(f"{family}: llama-fit-params failed (exit {proc.returncode}): {proc.stderr[-1500:]}")
             continue
         report = parse_fit_log(proc.stderr)
-        problems += [f"{family} {flags}: {m}" for m in mismatches(model, weights, layout, server_flags, report)]
+        problems += [
+            f"{family} {flags}: {m}" for m in mismatches(model, tensors, layout, server_flags, report, llama_cpu)
+        ]
     assert tiny_models and not problems, "\n".join(problems)
 
 
@@ -236,20 +267,27 @@ def sparse_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: write_sparse_llama(directory / f"{name}.gguf", **shape) for name, shape in SHAPES.items()}
 
 
-@pytest.mark.parametrize("flags", REAL_FLAGS)
+@pytest.mark.parametrize("repack", REPACK)
+@pytest.mark.parametrize("flag_set", REAL_FLAGS)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_real_shapes_match_llama_fit_params(
-    llama_fit_params_binary: Path, sparse_models: dict[str, Path], shape: str, flags: str
+    llama_fit_params_binary: Path,
+    sparse_models: dict[str, Path],
+    llama_cpu: Any,
+    shape: str,
+    flag_set: str,
+    repack: str,
 ) -> None:
     path = sparse_models[shape]
-    model, weights = read_model(path)
+    model, tensors = read_model(path)
+    flags = flag_set + REPACK[repack]
     server_flags = flags_of(flags)
     layout = kv_layout(model, server_flags)
     proc = run_fit_params(llama_fit_params_binary, path, flags)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = parse_fit_log(proc.stderr)
-    assert mismatches(model, weights, layout, server_flags, report) == []
-    if (shape, flags) in EXACT_REAL:
+    assert mismatches(model, tensors, layout, server_flags, report, llama_cpu) == []
+    if (shape, flag_set) in EXACT_REAL:
         assert compute_error_mib(compute_buffer(model, layout, server_flags), report.compute_mib["CPU"]) <= 0.011
 
 
@@ -257,20 +295,23 @@ def test_real_shapes_match_llama_fit_params(
 MOE_SPECS = ["qwen2moe", "qwen3moe", "granitemoe", "gpt-oss", "llama4"]
 
 
+@pytest.mark.parametrize("repack", REPACK)
 @pytest.mark.parametrize("name", MOE_SPECS)
 def test_mixtures_of_experts_match_llama_fit_params(
-    llama_fit_params_binary: Path, spec_models: Callable[[str], Path], name: str
+    llama_fit_params_binary: Path, spec_models: Callable[[str], Path], llama_cpu: Any, name: str, repack: str
 ) -> None:
     path = spec_models(name)
-    model, weights = read_model(path)
+    model, tensors = read_model(path)
     problems = []
-    for flags in FLAG_SETS:
+    for flag_set in FLAG_SETS:
+        flags = flag_set + REPACK[repack]
         server_flags = flags_of(flags)
         layout = kv_layout(model, server_flags)
         proc = run_fit_params(llama_fit_params_binary, path, flags)
         assert proc.returncode == 0, proc.stderr[-2000:]
         problems += [
-            f"{flags}: {m}" for m in mismatches(model, weights, layout, server_flags, parse_fit_log(proc.stderr))
+            f"{flags}: {m}"
+            for m in mismatches(model, tensors, layout, server_flags, parse_fit_log(proc.stderr), llama_cpu)
         ]
     assert problems == []
 
