@@ -29,6 +29,7 @@ from .hparams import ModelParams, ModelSpecError, model_params
 from .kv import MAX_CTX, MAX_PARALLEL, ServerFlags
 from .models import GgufHead
 from .placement import tensors as placement_tensors
+from .placement.cpu import MAX_SPEC_CHARS, CpuSpecError, parse_cpu
 from .placement.speed import DEFAULT_HOST_BANDWIDTH, DEFAULT_HOST_BANDWIDTH_SOURCE
 from .placement.tensors import WeightTensor
 from .placement.types import MAX_DEVICES, Device, Host, MiB
@@ -230,6 +231,12 @@ class SizingForm(forms.Form):
     ram_mib = forms.IntegerField(required=False, min_value=1, max_value=MAX_RAM_MIB, label="system RAM (MiB)")
     ram_gbps = forms.FloatField(
         required=False, min_value=0.1, max_value=MAX_GBPS, label=f"RAM bandwidth (GB/s, blank: {DEFAULT_RAM_GBPS:g})"
+    )
+    cpu = forms.CharField(
+        required=False,
+        max_length=MAX_SPEC_CHARS,
+        label="host CPU (blank: unknown)",
+        widget=forms.TextInput(attrs={"placeholder": "avx512+amx, avx2, arm… or llama.cpp's system_info line"}),
     )
     prompt_tokens = forms.IntegerField(required=False, min_value=1, max_value=MAX_CTX, label="p95 prompt tokens")
     output_tokens = forms.IntegerField(required=False, min_value=0, max_value=MAX_CTX, label="p95 output tokens")
@@ -590,13 +597,18 @@ def parse_gpus(data: Any) -> tuple[list[Device], list[str], dict[str, list[str]]
 
 
 def _host(data: dict[str, Any]) -> tuple[Host | None, str]:
-    """System RAM: its size (the fit's host memory) and bandwidth (the speed estimate), when given."""
-    ram_mib, gbps = data.get("ram_mib"), data.get("ram_gbps")
-    if ram_mib is None and gbps is None:
+    """System RAM: its size (the fit's host memory), bandwidth (the speed estimate) and CPU (where
+    llama.cpp keeps weights in RAM: sizing.placement.cpu), when given."""
+    ram_mib, gbps, cpu_text = data.get("ram_mib"), data.get("ram_gbps"), (data.get("cpu") or "").strip()
+    try:
+        cpu = parse_cpu(cpu_text) if cpu_text else None
+    except CpuSpecError as exc:
+        raise forms.ValidationError(f"Host CPU: {exc}") from None
+    if ram_mib is None and gbps is None and cpu is None:
         return None, f"default: {DEFAULT_HOST_BANDWIDTH_SOURCE}"
     total = (ram_mib or 0) * MiB
     return Host(
-        total, total, None if gbps is None else gbps * 1e9
+        total, total, None if gbps is None else gbps * 1e9, cpu=cpu
     ), "given" if gbps else f"default: {DEFAULT_HOST_BANDWIDTH_SOURCE}"
 
 

@@ -294,3 +294,26 @@ def test_the_text_report_says_what_llama_server_will_do(client):
     assert "the fit's log (llama-server prints these with -lv 4; WRN/ERR by default):" in report
     assert "None" not in report and "nan" not in report
     assert model_params(catalogue.models()["devstral-small-2-24b"].metadata).n_layer == 40
+
+
+CPU_ONLY = {"model": "devstral-small-2-24b", "quant": "Q8_0", "ctx_size": 8192, "parallel": 1, "ram_mib": 65536}
+
+
+def test_on_a_cpu_with_amx_the_page_shows_the_amx_buffer_the_fit_leaves_out(client):
+    body = page(client, {**CPU_ONLY, "cpu": "avx512+amx"})
+    assert "AMX system RAM, not counted by --fit" in re.sub(r"<[^>]+>", "", body)
+    assert "Host CPU: AVX-512 + AMX (--cpu avx512+amx)" in body
+    assert "--fit does not count as host memory" in body and "The host's RAM in all:" in body
+    assert 'name="cpu" value="avx512+amx"' in body  # the form shows what the result used
+
+
+def test_without_the_cpu_the_page_says_the_answer_depends_on_it(client):
+    body = page(client, CPU_ONLY)
+    assert "This answer depends on the host's CPU, which was not given" in body
+    assert "cpu-buffer" not in body
+
+
+def test_an_unknown_cpu_is_refused_with_what_is_accepted(client):
+    response = client.get(reverse("sizing"), {**CPU_ONLY, "cpu": "pentium"})
+    assert response.status_code == 400
+    assert "Host CPU: unknown CPU &#x27;pentium&#x27;" in text(response)
