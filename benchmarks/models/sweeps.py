@@ -34,6 +34,12 @@ class LaunchHost(models.Model):
     queue = models.CharField(max_length=100, blank=True, help_text="the Celery queue of the worker on that machine")
     worker = models.CharField(max_length=200, blank=True, help_text="the worker that announced it")
     announced_at = models.DateTimeField(null=True, blank=True)
+    # One JSON snapshot, not columns: it is shown and handed to the sizing page whole, never
+    # filtered in SQL, and holds lists (GPUs, builds); HostFacts.from_json reads it back checked.
+    facts = models.JSONField(
+        default=dict, blank=True, help_text="the machine as its worker saw it: CPU, RAM, GPUs, llama.cpp builds"
+    )
+    facts_at = models.DateTimeField(null=True, blank=True, help_text="when the worker gathered the facts")
     gpu = models.CharField("GPU", max_length=200, blank=True)
     gpu_mib = models.PositiveIntegerField("GPU memory (MiB)", null=True, blank=True)
     notes = models.TextField(blank=True)

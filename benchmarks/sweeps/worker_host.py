@@ -3,7 +3,8 @@
 A launch host is not something the web app configures. The worker on a GPU host reads
 the llama-server binaries, model directories, bind address and ports it may use from
 its own environment (KVLAB_LAUNCH_*, see kvlab/settings.py), checks them, and
-announces them as a LaunchHost row when it starts and before each sweep. The sweep form
+announces them as a LaunchHost row when it starts and when asked (the hosts page's button),
+with what it sees of its machine (host_facts: CPU, cores, RAM, GPUs, llama.cpp builds). The sweep form
 picks among what was announced; the worker then launches only what its own settings
 list, whatever the database says. A staff account can choose among binaries an admin
 installed on that machine, never name a new one.
@@ -23,6 +24,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from ..models import LaunchHost
+from . import host_facts
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +210,7 @@ def announce(queue: str, worker: str = "") -> LaunchHost | None:
         return None
     for problem in config.problems:
         log.warning("launch host %s: %s", config.name, problem)
+    facts = machine_facts(config)
     host, _ = LaunchHost.objects.update_or_create(
         name=config.name,
         defaults={
@@ -221,9 +224,23 @@ def announce(queue: str, worker: str = "") -> LaunchHost | None:
             "worker": worker[:200],
             "problems": config.problems,
             "announced_at": timezone.now(),
+            "facts": facts,
+            "facts_at": timezone.now(),
         },
     )
     return host
+
+
+def machine_facts(config: LaunchConfig) -> dict[str, object]:
+    """The machine's facts (host_facts.gather); a failure is recorded in them, never the announcement's."""
+    try:
+        facts = host_facts.gather(config.binaries)
+    except Exception as exc:  # gather guards each reader; this is for what it did not foresee
+        log.exception("launch host %s: gathering its facts failed", config.name)
+        return {"version": host_facts.FACTS_VERSION, "problems": [host_facts.clean(f"{type(exc).__name__}: {exc}")]}
+    for problem in facts["problems"]:
+        log.warning("launch host %s: facts: %s", config.name, problem)
+    return facts
 
 
 def worker_queue(consumed: list[str]) -> str:
