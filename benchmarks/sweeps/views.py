@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from kvlab.http import HtmxHttpRequest
@@ -17,7 +18,7 @@ from kvlab.http import HtmxHttpRequest
 from ..history.forms import CompareForm
 from ..jobs.lifecycle import worker_available
 from ..models import LaunchHost, Run, Sweep
-from . import demo, worker_host
+from . import demo, host_facts, worker_host
 from .forms import LaunchHostForm, SweepForm, announced
 from .lifecycle import create_sweep
 from .results import config_rows
@@ -28,7 +29,8 @@ MAX_HOSTS = 200
 @staff_member_required
 @require_GET
 def host_list(request: HtmxHttpRequest) -> HttpResponse:
-    hosts = LaunchHost.objects.all()[:MAX_HOSTS]
+    now = timezone.now()
+    hosts = [(host, host_facts.shown(host, now)) for host in LaunchHost.objects.all()[:MAX_HOSTS]]
     context = {"hosts": hosts, "max_hosts": MAX_HOSTS, "refreshed": request.GET.get("refreshed", "")[:200]}
     return render(request, "benchmarks/host_list.html", context)
 
