@@ -21,6 +21,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from benchmarks.models import Run
+from benchmarks.sweeps.host_facts import facts_note
 from kvlab.http import HtmxHttpRequest
 from kvlab.uploads import SizeLimitUploadHandler
 
@@ -151,6 +152,9 @@ def measured_speed(inputs: SizingInputs, result: Sizing, history: list[Run]) -> 
 def size_page(request: HtmxHttpRequest) -> HttpResponse:
     form = SizingForm(request.GET or None)
     context = _page_context(form)
+    host_id = request.GET.get("host", "")
+    if host_id.isdigit() and len(host_id) <= 12:  # "size for this host" on /hosts/: say where the values came from
+        context["host_note"] = facts_note(int(host_id))
     status = 200
     if form.is_bound:
         if form.is_valid() and form.inputs is not None:

@@ -422,3 +422,16 @@ def test_hosts_costs_the_same_queries_with_facts_however_many_hosts(staff_client
         with django_assert_num_queries(3):  # session, user; the hosts
             page = page_of(staff_client.get(reverse("host-list")))
         assert page.count("size for this host") == size
+
+
+@pytest.mark.django_db
+def test_size_for_this_host_fills_the_sizing_page_and_says_where_the_values_came_from(client, tmp_path):
+    host = announced_host("gpu-box-1", tmp_path, facts=facts_of_two_h100(), facts_at=timezone.now())
+    query = [*sizing_query(host), ("model", "devstral-small-2-24b"), ("quant", "Q8_0")]
+    response = client.get(reverse("sizing") + "?" + urlencode(query))
+    body = html.unescape(response.content.decode())
+    assert response.status_code == 200, body[-1500:]
+    assert "GPUs, RAM and CPU from gpu-box-1's announcement of" in body
+    assert 'name="gpu_mib" min="256" max="4194304" value="81559"' in body
+    assert f'name="ram_mib" value="{2113224704 // 1024}"' in body
+    assert "Host CPU: AVX-512 + AMX" in body  # the announced CPU, as the answer used it
