@@ -194,8 +194,8 @@ class Placement:
     extra: list[tuple[str, str, int]] = field(default_factory=list)  # (AMX | CPU_REPACK, tensor name, bytes)
 
     def extra_bytes(self) -> dict[str, int]:
-        """Bytes per CPU extra buffer type, in llama.cpp's order, the types that hold something."""
-        totals = {name: 0 for name in cpu_types.EXTRA_TYPES}
+        """Bytes per CPU extra buffer type that holds something, in the order llama.cpp prints them."""
+        totals = {name: 0 for name in cpu_types.PRINT_ORDER}
         for name, _, size in self.extra:
             totals[name] += size
         return {name: size for name, size in totals.items() if size}

@@ -46,7 +46,11 @@ from .tensor_ops import weight_op
 
 AMX = "AMX"
 REPACK = "CPU_REPACK"
-EXTRA_TYPES = (AMX, REPACK)  # in the order llama.cpp lists (and prints) them
+EXTRA_TYPES = (AMX, REPACK)  # in the order the CPU's list tries them (ggml-cpu.cpp:42-74)
+# The order llama.cpp's breakdown prints their rows: llama_memory_breakdown is a std::map keyed by
+# the buffer type's pointer, and in this build CPU_REPACK's static object lies before AMX's (seen in
+# llama-fit-params' table for a q4_0 MoE on a CPU with AMX: CPU_REPACK 1296, then AMX 125).
+PRINT_ORDER = (REPACK, AMX)
 HOST_ALIGNMENT = 32  # TENSOR_ALIGNMENT: both extra types align to it
 
 # llama.cpp's names (ggml_backend_cpu_get_features) that decide the extra buffer types.

@@ -320,3 +320,40 @@ def test_the_bound_fails_a_wrong_figure() -> None:
     """The comparison can fail: a figure 2 MiB + 20 % off is outside the bound."""
     assert within_bound(int(10.5 * MiB), "10.00")
     assert not within_bound(int(14.1 * MiB), "10.00")
+
+
+# Quantized weights, where the CPU's extra types differ: on x86 with AVX2, q4_0 matmuls and experts go
+# to CPU_REPACK (with AMX the matmuls to AMX first), q8_0 ones to AMX or nowhere; on ARM both repack.
+QUANTIZED = [("dense", "q4_0"), ("moe", "q4_0"), ("dense", "q8_0"), ("moe", "q8_0")]
+
+
+@pytest.fixture(scope="module")
+def quantized_models(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    from sizing.sparse_gguf import write_sparse
+    from sizing.tests.fit_cases import MODELS
+
+    directory = tmp_path_factory.mktemp("quantized")
+    return {
+        (name, t): write_sparse(directory / f"{name}-{t}.gguf", MODELS[name][0], weight_type=t) for name, t in QUANTIZED
+    }
+
+
+@pytest.mark.parametrize("repack", REPACK)
+@pytest.mark.parametrize(("name", "weight_type"), QUANTIZED)
+def test_quantized_weights_go_to_the_buffer_types_llama_cpp_chooses(
+    llama_fit_params_binary: Path,
+    quantized_models: dict[tuple[str, str], Path],
+    llama_cpu: Any,
+    name: str,
+    weight_type: str,
+    repack: str,
+) -> None:
+    path = quantized_models[(name, weight_type)]
+    model, tensors = read_model(path)
+    flags = "-c 4096 -np 1" + REPACK[repack]
+    proc = run_fit_params(llama_fit_params_binary, path, flags)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = parse_fit_log(proc.stderr)
+    assert mismatches(model, tensors, kv_layout(model, flags_of(flags)), flags_of(flags), report, llama_cpu) == []
+    # the rows in the order llama.cpp prints them
+    assert list(weight_rows(model, tensors, flags_of(flags), llama_cpu)) == list(report.devices)
