@@ -10,18 +10,24 @@ asked — the fit lowering the context, -fa auto resolved, a context rounded —
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .hparams import ModelParams
 from .kv import KVLayout, ServerFlags, kv_layout
 from .memory import COMPUTE_BOUND_MIB, COMPUTE_BOUND_SHARE, compute_buffer
-from .placement.types import Device, MiB
+from .placement import breakdown
+from .placement.cpu import CpuSpecError, from_system_info
+from .placement.server import params_of
+from .placement.tensors import WeightTensor
+from .placement.types import Device, Host, MiB
 from .report import size
 from .server_log import StartupLog, mib
 
 EQUAL, WITHIN, DIFFERS, NOT_PREDICTED = "equal", "within", "differs", "not predicted"
-HOST_BUFFERS = ("CPU", "CPU_Mapped", "CUDA_Host", "CPU_REPACK")
+HOST_BUFFERS = ("CPU", "CPU_Mapped", "CUDA_Host", "CPU_REPACK", "AMX")
+EXTRA_BUFFERS = ("AMX", "CPU_REPACK")  # the CPU's extra buffer types (sizing.placement.cpu)
 
 
 @dataclass(frozen=True)
@@ -110,8 +116,10 @@ def explain(
     *,
     weights_bytes: int | None = None,
     intended: ServerFlags | None = None,
+    tensors: Sequence[WeightTensor] | None = None,
 ) -> Explanation:
-    """kvlab's prediction for the configuration the log printed, figure by figure."""
+    """kvlab's prediction for the configuration the log printed, figure by figure. `tensors`: the GGUF's
+    tensor table in file order, which the weights split over the CPU's buffer types need."""
     flags = flags_from_log(log)
     out = Explanation(flags, None)
     out.adjustments = adjustments(log, model, intended)
@@ -130,7 +138,7 @@ def explain(
     out.layout = layout
     out.problems.extend(layout.errors)
     out.figures = [*_context_figures(log, layout), *_kv_figures(log, model, layout)]
-    out.figures.extend(_buffer_figures(log, model, flags, layout, weights_bytes, out.problems))
+    out.figures.extend(_buffer_figures(log, model, flags, layout, weights_bytes, out.problems, tensors))
     return out
 
 
@@ -234,8 +242,10 @@ def _buffer_figures(
     layout: KVLayout,
     weights_bytes: int | None,
     problems: list[str],
+    tensors: Sequence[WeightTensor] | None = None,
 ) -> list[Figure]:
     model_buffers, kv_buffers, compute = log.buffers_of("model"), log.buffers_of("kv"), log.buffers_of("compute")
+    split = any(name in model_buffers for name in EXTRA_BUFFERS)
     if _gpu_names(log):
         return _gpu_buffer_figures(log, model, flags, layout, weights_bytes, problems)
     figures = []
@@ -251,7 +261,9 @@ def _buffer_figures(
                 "the sum of the KV buffer lines",
             )  # fmt: skip
         )
-    if model_buffers:
+    if model_buffers and split:
+        figures.extend(_split_weight_figures(log, model, flags, model_buffers, tensors))
+    elif model_buffers:
         logged = sum(model_buffers.values())
         if weights_bytes is None:
             figures.append(
@@ -286,6 +298,64 @@ def _buffer_figures(
                 _compute_verdict(logged_mib, predicted),
                 f"an estimate: within {COMPUTE_BOUND_MIB} MiB + {COMPUTE_BOUND_SHARE:.0%} on the CPU backend",
             )  # fmt: skip
+        )
+    return figures
+
+
+def _split_weight_figures(
+    log: StartupLog,
+    model: ModelParams,
+    flags: ServerFlags,
+    logged: dict[str, float],
+    tensors: Sequence[WeightTensor] | None,
+) -> list[Figure]:
+    """The weights spread over the CPU's buffer types (AMX, CPU_REPACK) and plain CPU memory: each
+    buffer beside kvlab's, from the tensor table and the CPU the log's system_info line names."""
+    cpu = None
+    if log.system_info:
+        try:
+            cpu = from_system_info(log.system_info)
+        except CpuSpecError:
+            cpu = None
+    missing = []
+    if tensors is None:
+        missing.append("the GGUF's tensor table (upload its head)")
+    if cpu is None:
+        missing.append("the log's system_info line (run with -lv 4)")
+    if tensors is None or cpu is None:
+        why = f"llama.cpp split the weights over {', '.join(logged)}: kvlab needs {' and '.join(missing)}"
+        return [
+            Figure("buffers", f"{name} model buffer", f"{v:.2f} MiB", "—", NOT_PREDICTED, why)
+            for name, v in logged.items()
+        ]
+    params = params_of(flags, kv_layout(model, flags), 0)
+    params = replace(params, n_seq_max=flags.parallel or 1, kv_unified=bool(flags.kv_unified))
+    placement = breakdown.host_placement(model, tensors, [], Host(0, 0, cpu=cpu), params)
+    plain = sum(size for bucket, _, size in placement.weights if bucket == breakdown.HOST)
+    predicted = {**placement.extra_bytes()}
+    notes = {name: f"the weights the {cpu.label} CPU's {name} kernels take (repacked copies)" for name in predicted}
+    if "CPU_Mapped" in logged:
+        predicted["CPU_Mapped"] = breakdown.mapped_span(placement, tensors)
+        notes["CPU_Mapped"] = (
+            "mmap: the file from the first to the last plain-CPU weight, repacked ones between included"
+        )
+    else:
+        predicted["CPU"] = plain
+        notes["CPU"] = "the plain CPU weights, copied (no mmap)"
+    figures = []
+    for name in dict.fromkeys([*logged, *predicted]):
+        have, want = logged.get(name), predicted.get(name)
+        shown = "—" if want is None else f"{want / 1024 / 1024:.2f} MiB"
+        verdict = DIFFERS if have is None or want is None else _verdict(f"{have:.2f}", f"{want / 1024 / 1024:.2f}")
+        figures.append(
+            Figure(
+                "buffers",
+                f"{name} model buffer",
+                "—" if have is None else f"{have:.2f} MiB",
+                shown,
+                verdict,
+                notes.get(name, ""),
+            )
         )
     return figures
 

@@ -662,6 +662,7 @@ class ExplainLogForm(forms.Form):
         self.startup: StartupLog | None = None
         self.explanation: Explanation | None = None
         self.model_source = ""
+        self.tensors: list[WeightTensor] | None = None  # an uploaded GGUF head's table, in file order
 
     def clean_log(self) -> str:
         text: str = self.cleaned_data["log"]
@@ -688,7 +689,9 @@ class ExplainLogForm(forms.Form):
             intended = parsed.flags
         try:
             model, weights = self._model(data)
-            self.explanation = explain(self.startup, model, weights_bytes=weights, intended=intended)
+            self.explanation = explain(
+                self.startup, model, weights_bytes=weights, intended=intended, tensors=self.tensors
+            )
         except ModelSpecError as exc:
             raise forms.ValidationError(f"This model cannot be sized: {exc}") from None
         return data
@@ -700,6 +703,7 @@ class ExplainLogForm(forms.Form):
             if head is None:
                 raise forms.ValidationError("That uploaded GGUF head no longer exists; upload it again.")
             self.model_source = f"the uploaded GGUF head {head.filename}"
+            self.tensors = head.weight_tensors()
             return model_params(head.metadata), weights or head.weights_bytes
         if (data.get("params") or "").strip():
             self.model_source = "the pasted GGUF metadata"

@@ -423,6 +423,34 @@ def extra_buffers(
     return _placed(model, tensors, devices, host, params, swa_full=swa_full)[2].extra_bytes()
 
 
+def mapped_span(placement: Placement, tensors: Sequence[WeightTensor], alignment: int = HOST_ALIGNMENT) -> int:
+    """With mmap, the bytes of the model file the plain CPU weights' buffer maps (CPU_Mapped): from the
+    first to the end of the last of them (llama-model-loader.cpp:1449-1464 get_mapping_range), so
+    weights in AMX, CPU_REPACK or a GPU that lie between are inside it. The tensors must be in file
+    order, each padded to the GGUF's alignment (general.alignment, 32 by default)."""
+    plain = {name for bucket, name, _ in placement.weights if bucket == HOST}
+    first, last, offset = None, 0, 0
+    for t in tensors:
+        if t.name in plain:
+            first = offset if first is None else first
+            last = offset + t.nbytes
+        offset += _pad(t.nbytes, alignment)
+    return 0 if first is None else last - first
+
+
+def host_placement(
+    model: ModelParams,
+    tensors: Sequence[WeightTensor],
+    devices: Sequence[Device],
+    host: Host,
+    params: Params,
+    *,
+    swa_full: bool = False,
+) -> Placement:
+    """The placement itself (for what the measurement does not carry: the mapped span)."""
+    return _placed(model, tensors, devices, host, params, swa_full=swa_full)[2]
+
+
 def make_measure(
     model: ModelParams,
     tensors: Sequence[WeightTensor],

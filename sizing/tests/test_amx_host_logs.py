@@ -161,3 +161,49 @@ def test_kvsize_reproduces_the_amx_table(
     assert memory["cpu_buffers"]["AMX"] > 0
     assert memory["needs_bytes"] == memory["counted_bytes"] + memory["cpu_buffers"]["AMX"]
     assert any("--fit does not count" in note for note in memory["notes"])
+
+
+# --- explain a llama-server log from that host -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def moe_q4_0(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    metadata = MODELS["moe"][0]
+    return write_sparse(tmp_path_factory.mktemp("moe-q4_0") / "moe-q4_0.gguf", metadata, weight_type="q4_0")
+
+
+def explained(log_name: str, model_path: Path, *, with_tensors: bool) -> dict[str, tuple[str, str, str]]:
+    from sizing.explain_log import explain, model_metadata
+    from sizing.server_log import parse_startup_log
+
+    log = parse_startup_log((DATA / log_name).read_text())
+    with model_path.open("rb") as fh:
+        head = read_gguf_head(fh)
+    model = model_params(model_metadata(log) or head.metadata)
+    explanation = explain(
+        log, model, weights_bytes=head.weights_bytes, tensors=from_gguf(head.tensors) if with_tensors else None
+    )
+    return {f.name: (f.logged, f.predicted, f.verdict) for f in explanation.figures if f.group == "buffers"}
+
+
+@pytest.mark.parametrize(
+    ("log_name", "plain"),
+    [("server_moe-q4_0_mmap.log", "CPU_Mapped"), ("server_moe-q4_0_load-none.log", "CPU")],
+)
+def test_a_log_whose_weights_are_split_over_the_cpus_buffer_types_is_explained_buffer_by_buffer(
+    moe_q4_0: Path, log_name: str, plain: str
+) -> None:
+    figures = explained(log_name, moe_q4_0, with_tensors=True)
+    for name in ("AMX model buffer", "CPU_REPACK model buffer", f"{plain} model buffer"):
+        assert figures[name][2] == "equal", figures
+    assert figures["AMX model buffer"][:2] == ("125.16 MiB", "125.16 MiB")
+    # mapped: the file's span from the first to the last plain weight, far more than their own 39 MiB
+    expected = "1379.59 MiB" if plain == "CPU_Mapped" else "39.43 MiB"
+    assert figures[f"{plain} model buffer"][1] == expected
+    assert not any(name.startswith("CUDA") or "GPU" in name for name in figures)  # AMX is no GPU
+
+
+def test_without_the_tensor_table_the_split_weights_are_not_predicted_and_it_says_why(moe_q4_0: Path) -> None:
+    figures = explained("server_moe-q4_0_mmap.log", moe_q4_0, with_tensors=False)
+    assert {v[2] for k, v in figures.items() if "model buffer" in k} == {"not predicted"}
+    assert "AMX model buffer" in figures and "model buffer" not in figures  # never one wrong total
