@@ -239,3 +239,32 @@ def test_a_gpu_given_in_mib_has_no_sm_count():
     (device,) = [d for d in json.loads(out)["devices"] if d["name"] == "CUDA0"]
     items = {item["name"]: item for item in device["outside_llama_cpp"]}
     assert items["CUDA context"]["bytes"] is None  # unknown, not guessed
+
+
+def test_cpu_host_reads_this_machines_cpuinfo_as_a_native_build_sees_it():
+    from pathlib import Path
+
+    from sizing.placement.cpu import from_cpuinfo
+
+    expected = from_cpuinfo(Path("/proc/cpuinfo").read_text(errors="replace"))
+    result = json.loads(
+        kvsize("--model", "devstral-small-2-24b", "--quant", "Q8_0", "-c", "4096", "--ram-mib", "65536",
+               "--cpu", "host", "--json")
+    )  # fmt: skip
+    assert result["cpu"] == {"label": expected.label, "source": "this machine's /proc/cpuinfo"}
+    buffers = result["host_memory"]["cpu_buffers"]
+    assert ("AMX" in buffers and buffers["AMX"] > 0) == expected.amx  # Q8_0 matmuls go to AMX where it exists
+
+
+def test_an_unknown_cpu_is_refused_with_what_kvsize_accepts(spec):
+    with pytest.raises(CommandError, match="--cpu: unknown CPU 'pentium': give one of avx2, avx512, avx512\\+amx"):
+        kvsize("--spec", spec, "--cpu", "pentium")
+
+
+def test_no_repack_turns_the_cpus_buffer_types_off():
+    args = ["--model", "devstral-small-2-24b", "--quant", "Q8_0", "-c", "4096", "--ram-mib", "65536", "--json"]
+    amx = json.loads(kvsize(*args, "--cpu", "avx512+amx"))
+    off = json.loads(kvsize(*args, "--cpu", "avx512+amx", "-nr"))
+    assert amx["host_memory"]["cpu_buffers"]["AMX"] > 0 and off["host_memory"]["cpu_buffers"] == {}
+    assert off["host_memory"]["counted_bytes"] > amx["host_memory"]["counted_bytes"]  # the fit counts them again
+    assert "-nr" in off["effective"]["command"]
