@@ -30,6 +30,7 @@ class HostMemory:
     counted: Usage  # what --fit projects for the host: model + context + compute
     extra: Mapping[str, int] = field(default_factory=dict)  # AMX / CPU_REPACK bytes
     load_mode: str = "auto"
+    span: int = 0  # with mmap, the file's bytes from the first to the last plain CPU weight (CPU_Mapped)
 
     @property
     def extra_bytes(self) -> int:
@@ -94,6 +95,12 @@ def notes(
     if memory.counted.model and memory.mapped:
         lock = ", locked in RAM (mlock)" if memory.locked else " (reclaimable page cache unless -lm mlock)"
         out.append(f"{_m(memory.mapped)} of the weights in plain CPU memory are mapped from the model file{lock}.")
+        if memory.extra and memory.span > memory.mapped:
+            out.append(
+                f"llama.cpp's CPU_Mapped buffer spans {_m(memory.span)} of the file, from the first to the last of "
+                "them (the repacked weights' bytes between included, as the file lays them out): its log prints "
+                "that figure; the repacked weights' pages are read once to copy them, then are reclaimable."
+            )
     elif memory.counted.model:
         lock = " and locked (mlock)" if memory.locked else ""
         out.append(f"-lm {memory.load_mode}: the {_m(memory.counted.model)} of weights in RAM are copied{lock}.")

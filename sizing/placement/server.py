@@ -260,7 +260,8 @@ def _host_memory(
     swa_full: bool,
 ) -> None:
     """The CPU's extra buffer types at the fitted placement, and what the host then really holds."""
-    extra = breakdown.extra_buffers(model, tensors, devices, host, params, swa_full=swa_full)
+    placement = breakdown.host_placement(model, tensors, devices, host, params, swa_full=swa_full)
+    extra = placement.extra_bytes()
     used = breakdown.model_devices(devices, params)
     possible = params.use_extra_bufts and (not used or params.no_host)
     potential: dict[str, dict[str, int]] = {}
@@ -270,7 +271,8 @@ def _host_memory(
             potential[label] = breakdown.extra_buffers(model, tensors, devices, other, params, swa_full=swa_full)
     plan.cpu = host.cpu
     counted = plan.rows[-1].usage
-    plan.host_memory = host_ram.HostMemory(counted, extra, plan.flags.load_mode)
+    span = breakdown.mapped_span(placement, tensors)
+    plan.host_memory = host_ram.HostMemory(counted, extra, plan.flags.load_mode, span)
     plan.host_notes = host_ram.notes(
         plan.host_memory, host.cpu, total=host.total or None, extras_possible=possible, potential=potential
     )

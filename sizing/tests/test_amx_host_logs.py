@@ -207,3 +207,11 @@ def test_without_the_tensor_table_the_split_weights_are_not_predicted_and_it_say
     figures = explained("server_moe-q4_0_mmap.log", moe_q4_0, with_tensors=False)
     assert {v[2] for k, v in figures.items() if "model buffer" in k} == {"not predicted"}
     assert "AMX model buffer" in figures and "model buffer" not in figures  # never one wrong total
+
+
+def test_the_plan_names_the_mapped_span_the_servers_log_prints(moe_q4_0: Path) -> None:
+    out = kvsize(moe_q4_0, "-c 4096", "--cpu", "avx512+amx")
+    memory = out["host_memory"]
+    assert isinstance(memory, dict)
+    assert memory["cpu_buffers"] == {"CPU_REPACK": 1296 * MiB, "AMX": 131_235_840}  # the log: 1296.00 and 125.16 MiB
+    assert any("CPU_Mapped buffer spans 1,379 MiB" in note for note in memory["notes"])  # the log: 1379.59 MiB
