@@ -150,6 +150,7 @@ class SizingInputs:
             devices=self.devices or None,
             host=self.host,
             tensors=self.tensors,
+            tensors_in_file_order=self.tensors_source == "the uploaded head's tensor table",
             sm_counts=self.sm_counts,
             compute_capabilities=self.compute_capabilities,
         )

@@ -267,14 +267,15 @@ def overrides_in_words(overrides: Sequence[tuple[str, str]]) -> list[str]:
     return out
 
 
-def _status_text(status: str, changes: Sequence[str], loads: bool | None, error: str) -> str:
+def _status_text(status: str, changes: Sequence[str], loads: bool | None, error: str, *, gpus: bool = True) -> str:
     if error:
         return "llama-server cannot load this configuration."
     if status == "success":
+        left = "each GPU's --fit target" if gpus else "the --fit target of system memory"
         return (
             "llama-server's --fit (on by default) changes the command:"
             if changes
-            else ("llama-server's --fit leaves the command as it is: it fits with each GPU's --fit target free.")
+            else f"llama-server's --fit leaves the command as it is: it fits with {left} free."
         )
     if status == "off":
         return "--fit off: llama-server uses the parameters exactly as given."
@@ -378,7 +379,7 @@ def server_view(
         }
     return {
         "status": fit.status,
-        "status_text": _status_text(fit.status, fit.changes, plan.loads, plan.error),
+        "status_text": _status_text(fit.status, fit.changes, plan.loads, plan.error, gpus=bool(plan.gpus)),
         "message": fit.message,
         "changes": list(fit.changes),
         "failed": fit.status in ("failure", "error"),
@@ -404,6 +405,9 @@ def server_view(
         if plan.host_memory is None
         else [{"name": name, "bytes": size} for name, size in plan.host_memory.extra.items()],
         "host_needs": None if plan.host_memory is None else plan.host_memory.needs,
+        "host_free_after": None
+        if plan.host_memory is None or plan.host is None or plan.host.free is None
+        else plan.host.free - plan.host_memory.needs,
         "host_notes": list(plan.host_notes),
         "n_gpus": n_gpus if n_gpus is not None else sum(1 for r in rows if not r["is_host"]),
         "speed": speed_view,
@@ -453,7 +457,9 @@ def server_text(view: dict[str, Any]) -> list[str]:
     for b in view.get("cpu_buffers", ()):
         lines.append(f"  {b['name']} (system RAM, not counted by --fit): {mib(b['bytes'])}")
     if view.get("cpu_buffers"):
-        lines.append(f"  the host's RAM in all: {mib(view['host_needs'])}")
+        after = view.get("host_free_after")
+        free = "" if after is None else f"; free {mib(after)} after all of it"
+        lines.append(f"  the host's RAM in all: {mib(view['host_needs'])}{free}")
     if view.get("cpu"):
         lines.append(f"host CPU: {view['cpu']['label']} ({view['cpu']['source']})")
     lines.extend(f"note: {note}" for note in view.get("host_notes", ()))

@@ -46,6 +46,7 @@ def size(
     devices: Sequence[Device] | None = None,
     host: Host | None = None,
     tensors: Sequence[WeightTensor] | None = None,
+    tensors_in_file_order: bool = False,
     sm_counts: Sequence[int | None] = (),
     compute_capabilities: Sequence[float | None] = (),
 ) -> Sizing:
@@ -67,6 +68,7 @@ def size(
             devices=devices or [],
             host=host,
             tensors=tensors,
+            tensors_in_file_order=tensors_in_file_order,
             weights_bytes=weights_bytes,
             prompt_tokens=workload.prompt_tokens if workload else 0,
             output_tokens=workload.output_tokens if workload else 0,

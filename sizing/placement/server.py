@@ -144,6 +144,7 @@ def plan_server(
     devices: Sequence[Device],
     host: Host | None = None,
     tensors: Sequence[WeightTensor] | None = None,
+    tensors_in_file_order: bool = False,
     weights_bytes: int | None = None,
     prompt_tokens: int = 0,
     output_tokens: int = 0,
@@ -152,6 +153,7 @@ def plan_server(
     compute_capabilities: Sequence[float | None] = (),
 ) -> ServerPlan:
     """The effective configuration, per-device memory and decode speed of `flags` on `devices`.
+    `tensors_in_file_order`: the tensors are a GGUF's own table (what the mmap span needs).
 
     Without the weights (no tensors, no total) there is nothing to place: the fit is not run and
     the plan says so (its rows are empty)."""
@@ -229,7 +231,9 @@ def plan_server(
             DeviceRow(device.name, device.description, device.total, device.free, usages[i], margins[index], outside)
         )
     plan.rows.append(DeviceRow("Host", "system RAM", host.total or None, host.free or None, usages[-1], 0, None))
-    _host_memory(plan, model, tensors, devices, host, result.params, swa_full=flags.swa_full)
+    _host_memory(
+        plan, model, tensors, devices, host, result.params, swa_full=flags.swa_full, file_order=tensors_in_file_order
+    )
     named = [(t.name, t.nbytes) for t in tensors]
     plan.speed = speed.estimate(
         model,
@@ -258,8 +262,10 @@ def _host_memory(
     params: Params,
     *,
     swa_full: bool,
+    file_order: bool,
 ) -> None:
-    """The CPU's extra buffer types at the fitted placement, and what the host then really holds."""
+    """The CPU's extra buffer types at the fitted placement, and what the host then really holds (the
+    mapped span only when the tensors are a GGUF's own table, in file order)."""
     placement = breakdown.host_placement(model, tensors, devices, host, params, swa_full=swa_full)
     extra = placement.extra_bytes()
     used = breakdown.model_devices(devices, params)
@@ -271,7 +277,7 @@ def _host_memory(
             potential[label] = breakdown.extra_buffers(model, tensors, devices, other, params, swa_full=swa_full)
     plan.cpu = host.cpu
     counted = plan.rows[-1].usage
-    span = breakdown.mapped_span(placement, tensors)
+    span = breakdown.mapped_span(placement, tensors) if file_order else 0
     plan.host_memory = host_ram.HostMemory(counted, extra, plan.flags.load_mode, span)
     plan.host_notes = host_ram.notes(
         plan.host_memory, host.cpu, total=host.total or None, extras_possible=possible, potential=potential

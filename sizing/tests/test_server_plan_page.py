@@ -317,3 +317,9 @@ def test_an_unknown_cpu_is_refused_with_what_is_accepted(client):
     response = client.get(reverse("sizing"), {**CPU_ONLY, "cpu": "pentium"})
     assert response.status_code == 400
     assert "Host CPU: unknown CPU &#x27;pentium&#x27;" in text(response)
+
+
+def test_on_the_cpu_alone_the_plan_speaks_of_the_cpu_not_of_gpus(client):
+    body = page(client, {**CPU_ONLY, "cpu": "avx2"})
+    assert "What llama-server will do on the CPU alone" in body
+    assert "each GPU's --fit target" not in body and "What nvidia-smi shows" not in body

@@ -138,6 +138,7 @@ class Command(BaseCommand):
             devices=devices or None,
             host=host,
             tensors=self._tensors(options, model, metadata),
+            tensors_in_file_order=bool(options["gguf"]),
             sm_counts=[gpu.sm_count if gpu else None for gpu in known],
             compute_capabilities=[gpu.compute_capability if gpu else None for gpu in known],
         )
