@@ -78,6 +78,13 @@ _BUFFER_TYPES = [f"{backend}{i}" for backend in ("CUDA", "ROCm", "Vulkan", "SYCL
 _FLASH_FLAGS = ("-fa", "--flash-attn")
 _LOAD_MODE_FLAGS = ("-lm", "--load-mode")
 LOAD_MODES = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")  # arg.cpp:2694-2710
+# Options of older builds that b11434's -lm replaced (the hint said after its refusal).
+REPLACED_BY = {
+    "--no-mmap": " b11434 reads the weights without mmap with -lm none.",
+    "--mlock": " b11434 locks the weights in RAM with -lm mlock (or -lm mmap+mlock).",
+    "--mmap": " b11434 maps the weights by default (-lm auto), or with -lm mmap.",
+    "--direct-io": " b11434 reads with direct I/O with -lm dio.",
+}
 _MODEL_FLAGS = ("-m", "--model")
 _FLASH_VALUES = {"on": "on", "off": "off", "auto": "auto", "1": "on", "0": "off", "true": "on", "false": "off"}
 _FLASH_VALUES |= {"enabled": "on", "disabled": "off"}
@@ -304,6 +311,7 @@ def _unmodelled(result: ParsedCommand, tokens: list[str], i: int) -> int:
         arg = " ".join(tokens[i:end])
         if token.startswith("-") and not _is_number(token):
             says = f"llama-server b11434 has no option {token}: it exits with 'error: invalid argument: {token}'."
+            says += REPLACED_BY.get(token, "")
         else:
             says = f"llama-server takes no positional arguments: it exits with 'error: invalid argument: {token}'."
         _note(result, tokens[i:end], ArgNote(arg, True, says))

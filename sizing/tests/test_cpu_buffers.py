@@ -174,3 +174,9 @@ def test_the_flags_that_move_weights_in_ram_are_read_and_written_back() -> None:
     assert "--repack" in parse_command("llama-server -nr --repack").given
     assert parse_command("llama-server --repack -nr").flags.repack is False
     assert parse_command("llama-server -lm bogus").errors
+
+
+def test_older_builds_mmap_flags_are_refused_with_what_b11434_takes_instead() -> None:
+    note = parse_command("llama-server --no-mmap").notes[0]
+    assert note.refused and "error: invalid argument: --no-mmap" in note.says and "-lm none" in note.says
+    assert "-lm mlock" in parse_command("llama-server --mlock").notes[0].says
