@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .cpu import AMX, REPACK, Cpu
+from .cpu import AMX, AMX_QUANTIZED_CRASH, REPACK, Cpu
 from .types import MiB, Usage
 
 MMAP_MODES = ("auto", "mmap", "mmap+mlock")
@@ -31,6 +31,7 @@ class HostMemory:
     extra: Mapping[str, int] = field(default_factory=dict)  # AMX / CPU_REPACK bytes
     load_mode: str = "auto"
     span: int = 0  # with mmap, the file's bytes from the first to the last plain CPU weight (CPU_Mapped)
+    amx_quantized: bool = False  # quantized weights in the AMX buffer (cpu.AMX_QUANTIZED_CRASH)
 
     @property
     def extra_bytes(self) -> int:
@@ -66,6 +67,8 @@ def notes(
     """Sentences for the pages: where the weights kept in RAM live, what --fit leaves out, and what the
     answer would be on other CPUs when the CPU is not given."""
     out = []
+    if memory.amx_quantized:
+        out.append(AMX_QUANTIZED_CRASH)
     if memory.extra:
         parts = " and ".join(f"{_m(size)} in {BUFFER_WORDS[name]}" for name, size in memory.extra.items())
         where = f"On this CPU ({cpu.label})" if cpu else "Here"

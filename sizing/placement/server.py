@@ -278,7 +278,9 @@ def _host_memory(
     plan.cpu = host.cpu
     counted = plan.rows[-1].usage
     span = breakdown.mapped_span(placement, tensors) if file_order else 0
-    plan.host_memory = host_ram.HostMemory(counted, extra, plan.flags.load_mode, span)
+    quantized = {t.name for t in tensors if t.quantized}
+    amx_quantized = any(buft == cpu_types.AMX and name in quantized for buft, name, _ in placement.extra)
+    plan.host_memory = host_ram.HostMemory(counted, extra, plan.flags.load_mode, span, amx_quantized)
     plan.host_notes = host_ram.notes(
         plan.host_memory, host.cpu, total=host.total or None, extras_possible=possible, potential=potential
     )
