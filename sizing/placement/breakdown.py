@@ -375,8 +375,9 @@ def measure(
     params: Params,
     *,
     swa_full: bool = False,
-) -> list[Usage]:
-    """One Usage per model device (after `-sm none`/`-mg`), then the host's, as fit.cpp measures them.
+) -> Measurement:
+    """One Usage per model device (after `-sm none`/`-mg`), then the host's, as fit.cpp measures them
+    (and, apart, the CPU's extra buffer types: Measurement.extra).
 
     Raises PlacementError (SplitModeRowError, UnsupportedPlacement), overrides.OverrideError, or
     ValueError when the KV cache cannot be made (sizing.kv's errors)."""
@@ -420,7 +421,7 @@ def extra_buffers(
 ) -> dict[str, int]:
     """The bytes of weights in each CPU extra buffer type (AMX, CPU_REPACK) for these parameters:
     system RAM that llama.cpp's breakdown prints apart and its fit does not count."""
-    return _placed(model, tensors, devices, host, params, swa_full=swa_full)[2].extra_bytes()
+    return host_placement(model, tensors, devices, host, params, swa_full=swa_full).extra_bytes()
 
 
 def mapped_span(placement: Placement, tensors: Sequence[WeightTensor], alignment: int = HOST_ALIGNMENT) -> int:
