@@ -50,8 +50,13 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 SCREENSHOTS = Path(settings.VAR_DIR) / "screenshots"
-TIMEOUT_MS = 10_000  # Playwright's waits
-CALL_TIMEOUT_S = 60  # one call to the browser's thread, waits included
+# Playwright's waits (the page's and expect()'s) and one call to the browser's thread, its waits
+# included: guards against a hang only. A wait ends as soon as the page shows what it waits for, so
+# on a quiet machine these cost nothing, and on a loaded one (one core, the memory held by another
+# process) they leave the page the time it takes. No test states a speed through them.
+TIMEOUT_MS = 60_000
+CALL_TIMEOUT_S = 600
+expect.set_options(timeout=TIMEOUT_MS)
 T = TypeVar("T")
 
 

@@ -43,7 +43,7 @@ USERNAME = "e2e-staff"
 PASSWORD = "a-long-e2e-password"
 LLAMA_FLAGS = ["-c", "2048", "-np", "3", "--no-kv-unified"]
 SHARED_FLAGS = ["-c", "1024"]  # no -np: 4 slots sharing one pool of 1,024 cells, the investigation's mistake
-JOB_TIMEOUT_MS = 50_000  # the job's whole life, from the redirect to "succeeded" (within the 60 s per call)
+JOB_TIMEOUT_MS = 300_000  # the job's whole life, from the redirect to "succeeded": a hang guard (within a call's)
 # kvsize's workload line for the investigation's original configuration (README, "Sizing").
 SIZING_VERDICT = "need 18,300 cells; the unified pool has 16,384"
 
@@ -473,7 +473,7 @@ def test_a_half_filled_form_shows_its_error_in_place(
         tab.open(path)
         status = tab.do(fill_and_wait)
         # The form answers 400 with its error, and htmx swaps it in (kvlab's htmx-config).
-        tab.do(lambda page: expect(page.locator(f"{target} [role=alert]")).to_contain_text(message, timeout=3000))
+        tab.do(lambda page: expect(page.locator(f"{target} [role=alert]")).to_contain_text(message))
         assert status == 400
         # The browser itself logs any 4xx fetch; that 400, and nothing else, is expected.
         expected = [e for e in tab.errors if request in e and "400" in e]
@@ -505,7 +505,7 @@ def test_a_filter_changed_while_the_previous_one_loads_is_kept(
     try:
         tab.open("/runs/")
         tab.do(change_two_filters)
-        tab.do(lambda page: expect(page.get_by_label("to", exact=True)).to_have_value("2026-09-19", timeout=2000))
+        tab.do(lambda page: expect(page.get_by_label("to", exact=True)).to_have_value("2026-09-19"))
         assert tab.query().get("date_to") == ["2026-09-19"], tab.query()
         tab.assert_no_errors()
     finally:
@@ -536,7 +536,7 @@ def test_sizing_fields_typed_while_an_earlier_answer_loads_are_kept(
     try:
         tab.open("/sizing/")
         tab.do(type_while_it_loads)
-        tab.do(lambda page: expect(page.get_by_label("-c (context)")).to_have_value("16384", timeout=2000))
+        tab.do(lambda page: expect(page.get_by_label("-c (context)")).to_have_value("16384"))
         tab.do(lambda page: expect(dd(page, "context")).to_contain_text("n_ctx 16,384"))
         tab.assert_no_errors()
     finally:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from benchmarks.jobs import execution
+from benchmarks.jobs.client.stream import stream_completion
 from benchmarks.models import Job, Run
 
 from .test_browser_charts import Tab  # the browser and tab fixtures come from the root conftest.py
@@ -100,7 +100,6 @@ def test_the_live_job_page_redraws_the_same_chart_when_the_series_grows(tab: Tab
         page.wait_for_function(
             "() => { const el = document.querySelector('#telemetry-plot');"
             " return el && el.data && el.data[3].y.length === 5; }",
-            timeout=10_000,
         )
         expect(page.locator("#telemetry .attribution")).to_contain_text("the 1,024-cell pool was full")
 
@@ -113,7 +112,7 @@ def test_the_live_job_page_redraws_the_same_chart_when_the_series_grows(tab: Tab
     assert tab.evaluate("document.querySelectorAll('#telemetry-plot .main-svg').length") == svgs  # none stacked up
     assert tab.evaluate("window.__marker") == "live", "the page was reloaded: not an htmx update"
     Job.objects.filter(pk=job.pk).update(state="succeeded")
-    tab.do(lambda page: expect(page.locator("#progress .verdict")).to_contain_text("Ran: completed", timeout=10_000))
+    tab.do(lambda page: expect(page.locator("#progress .verdict")).to_contain_text("Ran: completed"))
     tab.screenshot("telemetry-live")
     tab.assert_no_errors()
 
@@ -133,15 +132,14 @@ def test_a_real_job_page_draws_the_slots_filling_while_it_runs(
     monkeypatch.setattr("benchmarks.tasks.enqueue", lambda job: None)  # run here, not through Celery
     release = threading.Event()
     calls = itertools.count()
-    real_stream = execution.stream_completion
 
     async def second_wave_held(*args: Any, **kwargs: Any) -> Any:
         if next(calls) >= 3:  # requests 4 to 6 (concurrency 3) wait for the test
             while not release.is_set():
                 await asyncio.sleep(0.05)
-        return await real_stream(*args, **kwargs)
+        return await stream_completion(*args, **kwargs)
 
-    monkeypatch.setattr(execution, "stream_completion", second_wave_held)
+    monkeypatch.setattr("benchmarks.jobs.execution.stream_completion", second_wave_held)
     flags = ["-c", "3072", "-np", "3", "--no-kv-unified", "--metrics"]
     with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
         server = register(url, "llama-server " + " ".join(flags))
@@ -164,7 +162,6 @@ def test_a_real_job_page_draws_the_slots_filling_while_it_runs(
                     "n => { const el = document.querySelector('#telemetry-plot');"
                     " return el === window.__plot && el.data[0].x.length > n; }",
                     arg=first,
-                    timeout=30_000,
                 )
 
             tab.do(grown)

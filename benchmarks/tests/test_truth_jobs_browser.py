@@ -38,13 +38,12 @@ def test_the_job_page_shows_each_request_as_it_streams(tab: Tab, settings, monke
 
             def streaming(page: Page) -> tuple[list[int], list[int], str]:
                 rows = page.locator("table.live tr.live-streaming")
-                expect(rows).to_have_count(2, timeout=10_000)
+                expect(rows).to_have_count(2)
                 first = tokens_of(page)
                 page.wait_for_function(
                     "before => Array.from(document.querySelectorAll('table.live tr.live-streaming td:nth-child(3)'),"
                     " td => parseInt(td.textContent.replace(/,/g, ''))).some((n, i) => n > before[i])",
                     arg=first,
-                    timeout=10_000,
                 )
                 return first, tokens_of(page), page.locator("#progress").inner_text()
 
@@ -59,7 +58,7 @@ def test_the_job_page_shows_each_request_as_it_streams(tab: Tab, settings, monke
             assert generated > 0, "tokens show as they stream, not only at the end"
 
             def finished(page: Page) -> str:
-                expect(page.locator("#progress .verdict")).to_contain_text("Ran: completed", timeout=30_000)
+                expect(page.locator("#progress .verdict")).to_contain_text("Ran: completed")
                 return page.locator("#progress").inner_text()
 
             final = tab.do(finished)
