@@ -232,7 +232,8 @@ def test_a_server_that_hangs_is_given_up_on_and_stop_is_prompt() -> None:
         return stop_s, long_stop_s
 
     stop_s, long_stop_s = asyncio.run(go())
-    assert stop_s < 0.2 and long_stop_s < 0.2
+    # abandoned, not waited for: stopping takes less than the request's own timeout would have
+    assert stop_s < sampler.REQUEST_TIMEOUT_S and long_stop_s < sampler.REQUEST_TIMEOUT_S
     assert seen.count("/slots") == seen.count("/metrics") == sampler.MAX_FAILURES  # then no longer asked
 
 
