@@ -439,6 +439,24 @@ def mapped_span(placement: Placement, tensors: Sequence[WeightTensor], alignment
     return 0 if first is None else last - first
 
 
+def extra_on(placement: Placement, tensors: Sequence[WeightTensor], cpu: cpu_types.Cpu) -> dict[str, int]:
+    """What the CPU's extra types would take, on `cpu`, of a placement made without them (no CPU given):
+    each plain CPU weight tried as `place` tries it, without placing everything again."""
+    by_name = {t.name: t for t in tensors}
+    output_on_host = bool(placement.layers) and placement.layers[-1] == HOST
+    tied = has_tied_output(tensors)
+    totals = {name: 0 for name in cpu_types.PRINT_ORDER}
+    for bucket, name, _ in placement.weights:
+        t = by_name.get(name)
+        if bucket != HOST or t is None:
+            continue
+        uses = [False, True] if tied and name == "token_embd.weight" and output_on_host else [False]
+        for extra in {cpu_types.extra_buffer_type(name, t.type_name, t.shape, cpu, as_output=o) for o in uses}:
+            if extra:
+                totals[extra] += cpu_types.extra_alloc_size(extra, t.type_name, t.shape)
+    return {name: size for name, size in totals.items() if size}
+
+
 def host_placement(
     model: ModelParams,
     tensors: Sequence[WeightTensor],

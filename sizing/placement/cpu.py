@@ -37,6 +37,7 @@ the SpacemiT and HBM buffer types (builds kvlab does not target).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -113,6 +114,10 @@ class Cpu:
     source: str  # "--cpu avx512+amx", "llama.cpp system_info", "/proc/cpuinfo of …"
     sve_bits: int = 0  # SVE vector length (llama.cpp's SVE_CNT is bytes); 0: not SVE or unknown
     repack: bool = True  # the build has GGML_CPU_REPACK (REPACK = 1; on by default)
+
+    @functools.cached_property
+    def repack_rules(self) -> dict[str, tuple[int, ...]]:
+        return _repack_rules(self)
 
     @property
     def amx(self) -> bool:
@@ -269,6 +274,11 @@ def repack_takes(type_name: str, shape: tuple[int, ...], op: str, cpu: Cpu) -> b
     if not cpu.repack or not ((op == "MUL_MAT" and dims == 2) or (op == "MUL_MAT_ID" and dims == 3)):
         return False
     ne1 = _dim(shape, 1)
+    return any(ne1 % multiple == 0 for multiple in cpu.repack_rules.get(type_name, ()))
+
+
+def _repack_rules(cpu: Cpu) -> dict[str, tuple[int, ...]]:
+    """Per type, the ne1 multiples of the kernels this CPU has, in the order repack.cpp tries them."""
     has = cpu.has
     neon_i8mm, neon_dot = has("NEON", "MATMUL_INT8"), has("NEON", "DOTPROD")
     rules: dict[str, list[tuple[bool, int]]] = {
@@ -286,7 +296,7 @@ def repack_takes(type_name: str, shape: tuple[int, ...], op: str, cpu: Cpu) -> b
         "q8_0": [(neon_i8mm, 4), (neon_dot, 4)],
         "q1_0": [(neon_i8mm, 4), (neon_dot, 4)],
     }
-    return any(ok and ne1 % multiple == 0 for ok, multiple in rules.get(type_name, []))
+    return {name: tuple(m for ok, m in kernels if ok) for name, kernels in rules.items()}
 
 
 def extra_buffer_type(

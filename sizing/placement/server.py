@@ -273,8 +273,7 @@ def _host_memory(
     potential: dict[str, dict[str, int]] = {}
     if host.cpu is None and possible:
         for label, spec in POTENTIAL_CPUS.items():
-            other = replace(host, cpu=cpu_types.parse_cpu(spec))
-            potential[label] = breakdown.extra_buffers(model, tensors, devices, other, params, swa_full=swa_full)
+            potential[label] = breakdown.extra_on(placement, tensors, cpu_types.parse_cpu(spec))
     plan.cpu = host.cpu
     counted = plan.rows[-1].usage
     span = breakdown.mapped_span(placement, tensors) if file_order else 0

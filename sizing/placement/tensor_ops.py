@@ -14,6 +14,7 @@ dropped and other `%d` written `N`, read out of llama-arch.cpp of the llama-cpp-
 
 from __future__ import annotations
 
+import functools
 import re
 
 MUL_MAT = frozenset(
@@ -180,6 +181,7 @@ MUL_MAT_ID = frozenset(
 _INDEX_RE = re.compile(r"\.\d+(?=\.|$)")
 
 
+@functools.lru_cache(maxsize=65536)
 def weight_op(name: str, *, as_output: bool = False) -> str:
     """ "MUL_MAT", "MUL_MAT_ID" or "OTHER": the op the loader tests this weight with."""
     if as_output:

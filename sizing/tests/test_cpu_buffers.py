@@ -180,3 +180,16 @@ def test_older_builds_mmap_flags_are_refused_with_what_b11434_takes_instead() ->
     note = parse_command("llama-server --no-mmap").notes[0]
     assert note.refused and "error: invalid argument: --no-mmap" in note.says and "-lm none" in note.says
     assert "-lm mlock" in parse_command("llama-server --mlock").notes[0].says
+
+
+@pytest.mark.parametrize("spec", ["avx512+amx", "avx2", "arm", "arm+i8mm", "none"])
+@pytest.mark.parametrize(("weight_type", "tied"), [("f16", False), ("q4_0", True), ("q8_0", False), ("q4_K", True)])
+def test_what_another_cpu_would_take_is_what_placing_for_it_gives(spec: str, weight_type: str, tied: bool) -> None:
+    """The 'depends on the CPU' note re-tries the plain weights of one placement instead of placing again:
+    the same bytes as a placement made for that CPU."""
+    tensors = dense(weight_type, tied=tied)
+    plain = breakdown.host_placement(MODEL, tensors, [], Host(0, 0), PARAMS)
+    cpu = parse_cpu(spec)
+    assert breakdown.extra_on(plain, tensors, cpu) == breakdown.extra_buffers(
+        MODEL, tensors, [], Host(0, 0, cpu=cpu), PARAMS
+    )
