@@ -33,6 +33,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import common  # bench/ is on sys.path when a script runs; it puts the repository root there too
@@ -174,6 +175,39 @@ def bench_head(n_tensors: int, n_vocab: int, repeats: int) -> dict[str, object]:
             "ratio_median": statistics.median(kvlab_ms) / statistics.median(gguf_ms)}  # fmt: skip
 
 
+CPU_CASES = {"-nr": None, "CPU not given": None, "--cpu avx2": "avx2", "--cpu avx512+amx": "avx512+amx"}
+
+
+def bench_cpu(repeats: int) -> dict[str, object]:
+    """plan_server on the CPU alone (128 GiB of RAM) for each computed catalogue model at Q4_K_M, with
+    the CPU's buffer types off (-nr), the CPU not given (what other CPUs would take is worked out too),
+    and two CPUs given; each case's time as a ratio to -nr's, measured in turns."""
+    from sizing.placement.cpu import parse_cpu
+
+    rows = []
+    for model_id, entry in models().items():
+        if "Q4_K_M" not in entry.weights:
+            continue
+        try:
+            tensors = placement_tensors.computed(entry.metadata, "Q4_K_M", imatrix=entry.imatrix, **entry.tensor_layout)
+        except (KeyError, ValueError):
+            continue
+        params = model_params(entry.metadata)
+        times: dict[str, list[float]] = {label: [] for label in CPU_CASES}
+        for _ in range(repeats):
+            for label, spec in CPU_CASES.items():
+                flags = replace(FIT_FLAGS["-c 32768 -np 1"], repack=label != "-nr")
+                host = Host(128 * 1024 * MiB, 128 * 1024 * MiB, cpu=parse_cpu(spec) if spec else None)
+                start = time.perf_counter()
+                plan_server(params, flags, devices=[], host=host, tensors=tensors)
+                times[label].append((time.perf_counter() - start) * 1000)
+        medians = {label: statistics.median(t) for label, t in times.items()}
+        rows.append(
+            {"model": model_id, "median_ms": medians, "ratio": {k: v / medians["-nr"] for k, v in medians.items()}}
+        )
+    return {"models": rows, "ratio_median": {k: statistics.median(r["ratio"][k] for r in rows) for k in CPU_CASES}}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=20)
@@ -207,6 +241,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  slowest: {worst['model']} on {worst['gpus']}, {worst['flags']} ({worst['measurements']} measurements) — "
           f"{times} (aim {FIT_AIM_MS:.0f} ms: {verdict})")  # fmt: skip
 
+    cpu = bench_cpu(max(1, args.repeats // 4))
+    n_cpu = len(cpu["models"])  # type: ignore[arg-type]
+    ratios = cpu["ratio_median"]
+    assert isinstance(ratios, dict)
+    print(f"--fit replayed on the CPU alone (128 GiB, -c 32768 -np 1) for {n_cpu} computed models at Q4_K_M, in turns; "
+          "median of each model's ratio to -nr's time:")  # fmt: skip
+    for label, ratio in ratios.items():
+        print(f"  {label:18s} {ratio:.2f}x")
+
     head = bench_head(args.tensors, args.vocab, args.head_repeats)
     verdict = "met" if head["kvlab_median_ms"] < HEAD_AIM_MS else "over"  # type: ignore[operator]
     print(
@@ -217,7 +260,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  gguf.GGUFReader:      median {head['gguf_median_ms']:.1f} ms")
     print(f"  ratio kvlab/gguf (median time): {head['ratio_median']:.2f}")
     common.write_results(
-        args.out, "sizing_speed", {"repeats": args.repeats, "sizing": sizing, "fit": fit, "head": head}
+        args.out, "sizing_speed", {"repeats": args.repeats, "sizing": sizing, "fit": fit, "cpu": cpu, "head": head}
     )
 
 
