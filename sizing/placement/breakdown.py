@@ -39,8 +39,8 @@ cuBLAS workspaces and the CUDA pool (common_memory_breakdown_print's "unaccounte
 The CPU's extra buffer types (sizing.placement.cpu): a weight kept in RAM goes to AMX or
 CPU_REPACK when the CPU and its op allow and nothing comes before them in the CPU's list (no GPU,
 or `--no-host`; not with `-nr`). They are neither host nor a model device, so the fit's
-measurement leaves them out (fit.cpp:78-97) and `measure` does the same; `extra_buffers` gives
-them, one figure per type, as llama.cpp's breakdown prints them on rows of their own.
+measurement leaves them out (fit.cpp:78-97) and `measure` does the same; its `extra` gives them,
+one figure per type, as llama.cpp's breakdown prints them on rows of their own.
 
 Not modelled: `-sm row` (this build cannot load it on CUDA: SplitModeRowError) and `-sm tensor`
 (one Meta device splitting each tensor by llama_meta_device_get_split_state: UnsupportedPlacement);
@@ -121,6 +121,14 @@ def host_alloc_size(type_name: str, shape: Sequence[int]) -> int:
     return _pad(n // t.block_size * t.type_size, HOST_ALIGNMENT)
 
 
+def extra_alloc_size(buft: str, type_name: str, shape: tuple[int, ...]) -> int:
+    """A weight in one of the CPU's extra buffer types: AMX's repacked size (cpu.amx_alloc_size), else
+    ggml_nbytes (CPU_REPACK has no get_alloc_size), aligned to 32 bytes like the host types."""
+    if buft == cpu_types.AMX:
+        return _pad(cpu_types.amx_alloc_size(type_name, shape), HOST_ALIGNMENT)
+    return host_alloc_size(type_name, shape)
+
+
 def alloc_size(bucket: int, type_name: str, shape: Sequence[int]) -> int:
     return host_alloc_size(type_name, shape) if bucket == HOST else cuda_alloc_size(type_name, shape)
 
@@ -192,6 +200,7 @@ class Placement:
     host_layer_weights: dict[int, int] = field(default_factory=dict)  # layer -> CUDA bytes of its host weights
     dropped: list[str] = field(default_factory=list)  # overridden to a GPU the model does not use
     extra: list[tuple[str, str, int]] = field(default_factory=list)  # (AMX | CPU_REPACK, tensor name, bytes)
+    extras_apply: bool = False  # the CPU's extra types come first for weights in RAM (whatever the CPU)
 
     def extra_bytes(self) -> dict[str, int]:
         """Bytes per CPU extra buffer type that holds something, in the order llama.cpp prints them."""
@@ -275,7 +284,8 @@ def place(
     placement = Placement(used, layers)
     tied = has_tied_output(tensors)
     # the CPU's extra types come first in its list when no pinned host type precedes them
-    cpu = host.cpu if params.use_extra_bufts and (not used or params.no_host) else None
+    placement.extras_apply = params.use_extra_bufts and (not used or params.no_host)
+    cpu = host.cpu if placement.extras_apply else None
     for t in tensors:
         buckets: set[int] = set()
         extras: set[str] = set()
@@ -302,7 +312,7 @@ def place(
         for bucket in sorted(buckets):
             placement.weights.append((bucket, t.name, alloc_size(bucket, t.type_name, t.shape)))
         for extra in sorted(extras):
-            placement.extra.append((extra, t.name, cpu_types.extra_alloc_size(extra, t.type_name, t.shape)))
+            placement.extra.append((extra, t.name, extra_alloc_size(extra, t.type_name, t.shape)))
     for name, il, type_name, shape in kv_tensors(model, layout):
         bucket = layers[il] if params.kv_offload else HOST
         placement.kv.append((bucket, name, il, alloc_size(bucket, type_name, shape)))
@@ -361,10 +371,14 @@ def compute_buffers(
 
 
 class Measurement(list[Usage]):
-    """A measurement (one Usage per model device, then the host's) and, apart, the bytes of the CPU's
-    extra buffer types, which the fit does not count but llama.cpp's breakdown table prints."""
+    """A measurement (one Usage per model device, then the host's) and the placement it sums, whose
+    CPU extra buffer types the fit does not count but llama.cpp's breakdown table prints."""
 
-    extra: dict[str, int]
+    placement: Placement
+
+    @property
+    def extra(self) -> dict[str, int]:
+        return self.placement.extra_bytes()
 
 
 def measure(
@@ -390,7 +404,7 @@ def measure(
     weights, context = placement.bucket_bytes(HOST)
     result.append(Usage(weights, context, host_compute))
     measurement = Measurement(result)
-    measurement.extra = placement.extra_bytes()
+    measurement.placement = placement
     return measurement
 
 
@@ -408,20 +422,6 @@ def _placed(
     if layout.errors:
         raise PlacementError("; ".join(layout.errors))
     return flags, layout, place(model, tensors, devices, host, params, layout)
-
-
-def extra_buffers(
-    model: ModelParams,
-    tensors: Sequence[WeightTensor],
-    devices: Sequence[Device],
-    host: Host,
-    params: Params,
-    *,
-    swa_full: bool = False,
-) -> dict[str, int]:
-    """The bytes of weights in each CPU extra buffer type (AMX, CPU_REPACK) for these parameters:
-    system RAM that llama.cpp's breakdown prints apart and its fit does not count."""
-    return host_placement(model, tensors, devices, host, params, swa_full=swa_full).extra_bytes()
 
 
 def mapped_span(placement: Placement, tensors: Sequence[WeightTensor], alignment: int = HOST_ALIGNMENT) -> int:
@@ -453,7 +453,7 @@ def extra_on(placement: Placement, tensors: Sequence[WeightTensor], cpu: cpu_typ
         uses = [False, True] if tied and name == "token_embd.weight" and output_on_host else [False]
         for extra in {cpu_types.extra_buffer_type(name, t.type_name, t.shape, cpu, as_output=o) for o in uses}:
             if extra:
-                totals[extra] += cpu_types.extra_alloc_size(extra, t.type_name, t.shape)
+                totals[extra] += extra_alloc_size(extra, t.type_name, t.shape)
     return {name: size for name, size in totals.items() if size}
 
 
@@ -466,7 +466,7 @@ def host_placement(
     *,
     swa_full: bool = False,
 ) -> Placement:
-    """The placement itself (for what the measurement does not carry: the mapped span)."""
+    """The placement alone, without the compute buffers (explain_log: a log's weights per buffer)."""
     return _placed(model, tensors, devices, host, params, swa_full=swa_full)[2]
 
 

@@ -26,7 +26,8 @@ Both extra types are allocated and filled by copying (never mmapped: their `set_
 repacks), and neither is a host buffer type (`is_host` is NULL): llama.cpp prints each on a
 breakdown row of its own, and `--fit`'s measurement leaves them out altogether (common/fit.cpp:
 78-97 counts host buffer types and the model's GPUs only) — so on such a CPU the fit can choose a
-context whose weights do not fit in RAM. kvlab counts them apart (`extra` buckets) and says so.
+context whose weights do not fit in RAM. kvlab counts them apart (breakdown's `extra` buckets,
+sized by its `extra_alloc_size`) and says so.
 
 The CPU is given by llama.cpp's own feature names (its `system_info` line: `AVX2 = 1 |
 AMX_INT8 = 1 | REPACK = 1 | …`), a preset (`avx2`, `avx512`, `avx512+amx`, `arm`, `arm+i8mm`,
@@ -39,27 +40,22 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..ggml_types import BY_NAME
+from ..ggml_types import BY_NAME, tensor_bytes
 from .tensor_ops import weight_op
 
 AMX = "AMX"
 REPACK = "CPU_REPACK"
-EXTRA_TYPES = (AMX, REPACK)  # in the order the CPU's list tries them (ggml-cpu.cpp:42-74)
-# The order llama.cpp's breakdown prints their rows: llama_memory_breakdown is a std::map keyed by
-# the buffer type's pointer, and in this build CPU_REPACK's static object lies before AMX's (seen in
-# llama-fit-params' table for a q4_0 MoE on a CPU with AMX: CPU_REPACK 1296, then AMX 125).
+# The CPU's list tries AMX before CPU_REPACK (ggml-cpu.cpp:42-74). The order llama.cpp's breakdown
+# prints their rows differs: llama_memory_breakdown is a std::map keyed by the buffer type's pointer,
+# and in this build CPU_REPACK's static object lies before AMX's (seen in llama-fit-params' table
+# for a q4_0 MoE on a CPU with AMX: CPU_REPACK 1296, then AMX 125).
 PRINT_ORDER = (REPACK, AMX)
-HOST_ALIGNMENT = 32  # TENSOR_ALIGNMENT: both extra types align to it
 
 # llama.cpp's names (ggml_backend_cpu_get_features) that decide the extra buffer types.
-X86 = ("SSE3", "SSSE3", "AVX", "AVX_VNNI", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_VBMI") + (
-    "AVX512_VNNI",
-    "AVX512_BF16",
-    "AMX_INT8",
-)
+X86 = ("SSE3", "SSSE3", "AVX", "AVX_VNNI", "AVX2", "F16C", "FMA", "BMI2", "AVX512", "AVX512_VBMI", "AVX512_VNNI",
+       "AVX512_BF16", "AMX_INT8")  # fmt: skip
 ARM = ("NEON", "ARM_FMA", "FP16_VA", "MATMUL_INT8", "SVE", "DOTPROD", "SME", "SME2")
 KNOWN_FEATURES = frozenset(X86 + ARM + ("REPACK", "KLEIDIAI", "OPENMP", "LLAMAFILE"))
 
@@ -175,9 +171,7 @@ def parse_cpu(spec: str) -> Cpu:
                 "(AVX2, AVX512, AVX512_VNNI, AMX_INT8, NEON, DOTPROD, MATMUL_INT8, SVE), or its system_info line"
             )
     sve_bits = 256 if "sve256" in (t.lower() for t in tokens) else 0
-    if "REPACK" in features:
-        features.discard("REPACK")
-    return Cpu(frozenset(features), f"--cpu {text}", sve_bits=sve_bits, repack=repack)
+    return Cpu(frozenset(features - {"REPACK"}), f"--cpu {text}", sve_bits=sve_bits, repack=repack)
 
 
 def from_system_info(line: str) -> Cpu:
@@ -259,10 +253,7 @@ def amx_alloc_size(type_name: str, shape: tuple[int, ...]) -> int:
     ggml_nbytes for f16."""
     t = BY_NAME[type_name]
     if type_name == "f16":
-        n = 1
-        for dim in shape:
-            n *= dim
-        return n * t.type_size
+        return tensor_bytes(t.id, shape)
     blocks = _dim(shape, 0) // t.block_size
     row = blocks * (t.type_size + _AMX_EXTRA_PER_BLOCK.get(type_name, 0))
     return _dim(shape, 1) * row
@@ -314,20 +305,3 @@ def extra_buffer_type(
     if repack_takes(type_name, shape, op, cpu):
         return REPACK
     return None
-
-
-def extra_alloc_size(buft: str, type_name: str, shape: tuple[int, ...]) -> int:
-    """The bytes a weight takes in an extra buffer type, padded to its 32-byte alignment."""
-    if buft == AMX:
-        size = amx_alloc_size(type_name, shape)
-    else:
-        t = BY_NAME[type_name]
-        n = 1
-        for dim in shape:
-            n *= dim
-        size = n // t.block_size * t.type_size
-    return (size + HOST_ALIGNMENT - 1) // HOST_ALIGNMENT * HOST_ALIGNMENT
-
-
-def features_of(names: Iterable[str]) -> frozenset[str]:
-    return frozenset(n for n in names if n in KNOWN_FEATURES)

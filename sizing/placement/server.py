@@ -231,9 +231,7 @@ def plan_server(
             DeviceRow(device.name, device.description, device.total, device.free, usages[i], margins[index], outside)
         )
     plan.rows.append(DeviceRow("Host", "system RAM", host.total or None, host.free or None, usages[-1], 0, None))
-    _host_memory(
-        plan, model, tensors, devices, host, result.params, swa_full=flags.swa_full, file_order=tensors_in_file_order
-    )
+    _host_memory(plan, usages.placement, tensors, host, file_order=tensors_in_file_order)
     named = [(t.name, t.nbytes) for t in tensors]
     plan.speed = speed.estimate(
         model,
@@ -255,23 +253,17 @@ POTENTIAL_CPUS = {"AMX": "avx512+amx", "AVX2": "avx2", "ARM NEON and dotprod": "
 
 def _host_memory(
     plan: ServerPlan,
-    model: ModelParams,
+    placement: breakdown.Placement,
     tensors: Sequence[WeightTensor],
-    devices: Sequence[Device],
     host: Host,
-    params: Params,
     *,
-    swa_full: bool,
     file_order: bool,
 ) -> None:
     """The CPU's extra buffer types at the fitted placement, and what the host then really holds (the
     mapped span only when the tensors are a GGUF's own table, in file order)."""
-    placement = breakdown.host_placement(model, tensors, devices, host, params, swa_full=swa_full)
     extra = placement.extra_bytes()
-    used = breakdown.model_devices(devices, params)
-    possible = params.use_extra_bufts and (not used or params.no_host)
     potential: dict[str, dict[str, int]] = {}
-    if host.cpu is None and possible:
+    if host.cpu is None and placement.extras_apply:
         for label, spec in POTENTIAL_CPUS.items():
             potential[label] = breakdown.extra_on(placement, tensors, cpu_types.parse_cpu(spec))
     plan.cpu = host.cpu
@@ -281,7 +273,11 @@ def _host_memory(
     amx_quantized = any(buft == cpu_types.AMX and name in quantized for buft, name, _ in placement.extra)
     plan.host_memory = host_ram.HostMemory(counted, extra, plan.flags.load_mode, span, amx_quantized)
     plan.host_notes = host_ram.notes(
-        plan.host_memory, host.cpu, total=host.total or None, extras_possible=possible, potential=potential
+        plan.host_memory,
+        host.cpu,
+        total=host.total or None,
+        extras_possible=placement.extras_apply,
+        potential=potential,
     )
 
 
