@@ -78,6 +78,16 @@ _BUFFER_TYPES = [f"{backend}{i}" for backend in ("CUDA", "ROCm", "Vulkan", "SYCL
 _FLASH_FLAGS = ("-fa", "--flash-attn")
 _LOAD_MODE_FLAGS = ("-lm", "--load-mode")
 LOAD_MODES = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")  # arg.cpp:2694-2710
+# Flags that take one of a list of values: the attribute, the values, what llama-server says to another.
+_CHOICE_FLAGS = {
+    **{
+        name: (attr, KV_CACHE_TYPES, "unknown cache type (llama-server takes {})") for name, attr in _TYPE_FLAGS.items()
+    },
+    **{
+        name: ("load_mode", LOAD_MODES, "llama-server exits with 'invalid value' (it takes {})")
+        for name in _LOAD_MODE_FLAGS
+    },
+}
 # Options of older builds that b11434's -lm replaced (the hint said after its refusal).
 REPLACED_BY = {
     "--no-mmap": " b11434 reads the weights without mmap with -lm none.",
@@ -215,13 +225,7 @@ def parse_command(text: str, base: ServerFlags | None = None) -> ParsedCommand:
                 )
             )
         raw: str | None = None
-        if (
-            name in _INT_FLAGS
-            or name in _TYPE_FLAGS
-            or name in _MODEL_FLAGS
-            or name in _PLACEMENT_FLAGS
-            or name in _LOAD_MODE_FLAGS
-        ):
+        if name in _INT_FLAGS or name in _CHOICE_FLAGS or name in _MODEL_FLAGS or name in _PLACEMENT_FLAGS:
             raw, i = _value(tokens, i, inline)
             if raw is None:
                 result.errors.append(f"{name} needs a value")
@@ -229,28 +233,18 @@ def parse_command(text: str, base: ServerFlags | None = None) -> ParsedCommand:
         if name in _INT_FLAGS:
             if raw is not None:
                 _set_int(result, values, name, _INT_FLAGS[name], raw)
-        elif name in _TYPE_FLAGS:
+        elif name in _CHOICE_FLAGS:
             if raw is not None:
-                if raw not in KV_CACHE_TYPES:
-                    result.errors.append(
-                        f"{name} {raw}: unknown cache type (llama-server takes {', '.join(KV_CACHE_TYPES)})"
-                    )
+                attr, choices, refusal = _CHOICE_FLAGS[name]
+                if raw not in choices:
+                    result.errors.append(f"{name} {raw}: {refusal.format(', '.join(choices))}")
                 else:
-                    values[_TYPE_FLAGS[name]] = raw
+                    values[attr] = raw
                     result.given.append(f"{name} {raw}")
         elif name in _BOOL_FLAGS:
             attr, value = _BOOL_FLAGS[name]
             values[attr] = value
             result.given.append(name)
-        elif name in _LOAD_MODE_FLAGS:
-            if raw is not None:
-                if raw not in LOAD_MODES:
-                    result.errors.append(
-                        f"{name} {raw}: llama-server exits with 'invalid value' (it takes {', '.join(LOAD_MODES)})"
-                    )
-                else:
-                    values["load_mode"] = raw
-                    result.given.append(f"{name} {raw}")
         elif name in _FLASH_FLAGS:
             # Current builds take on|off|auto; older ones took a bare -fa meaning on.
             nxt = inline if inline is not None else (tokens[i] if i < len(tokens) else None)
