@@ -377,6 +377,11 @@ def server_view(
                 for p in speed.parts
             ],
         }
+    host_free_after = (
+        None
+        if plan.host_memory is None or plan.host is None or plan.host.free is None
+        else plan.host.free - plan.host_memory.needs
+    )
     return {
         "status": fit.status,
         "status_text": _status_text(fit.status, fit.changes, plan.loads, plan.error, gpus=bool(plan.gpus)),
@@ -405,9 +410,8 @@ def server_view(
         if plan.host_memory is None
         else [{"name": name, "bytes": size} for name, size in plan.host_memory.extra.items()],
         "host_needs": None if plan.host_memory is None else plan.host_memory.needs,
-        "host_free_after": None
-        if plan.host_memory is None or plan.host is None or plan.host.free is None
-        else plan.host.free - plan.host_memory.needs,
+        "host_free_after": host_free_after,
+        "host_short": None if host_free_after is None else max(0, -host_free_after),
         "host_notes": list(plan.host_notes),
         "n_gpus": n_gpus if n_gpus is not None else sum(1 for r in rows if not r["is_host"]),
         "speed": speed_view,
@@ -458,7 +462,9 @@ def server_text(view: dict[str, Any]) -> list[str]:
         lines.append(f"  {b['name']} (system RAM, not counted by --fit): {mib(b['bytes'])}")
     if view.get("cpu_buffers"):
         after = view.get("host_free_after")
-        free = "" if after is None else f"; free {mib(after)} after all of it"
+        free = ""
+        if after is not None:
+            free = f"; free {mib(after)} after all of it" if after >= 0 else f"; {mib(-after)} more than the host has"
         lines.append(f"  the host's RAM in all: {mib(view['host_needs'])}{free}")
     if view.get("cpu"):
         lines.append(f"host CPU: {view['cpu']['label']} ({view['cpu']['source']})")

@@ -391,8 +391,8 @@ def test_hosts_shows_each_hosts_facts_with_their_age_and_a_link_to_size_for_it(s
     page = page_of(staff_client.get(reverse("host-list")))
     assert "<strong>Host facts</strong>, announced 3 minutes ago" in page and "stale" not in page
     assert "CPU: Intel(R) Xeon(R) Platinum 8480+ (AVX-512 + AMX), 112 cores" in page
-    assert "RAM: 2063696 MiB, 2000976 MiB available" in page
-    assert "GPUs (nvidia-smi): NVIDIA H100 80GB HBM3, 81559 MiB, 81000 MiB free, bus 00000000:18:00.0; " in page
+    assert "RAM: 2,063,696 MiB, 2,000,976 MiB available" in page
+    assert "GPUs (nvidia-smi): NVIDIA H100 80GB HBM3, 81,559 MiB, 81,000 MiB free, bus 00000000:18:00.0; " in page
     assert "llama.cpp: <code>/opt/llama/llama-server</code> version 11434 (0c1f2a3b), built with cc (Debian" in page
     query = urlencode(
         [("gpu_mib", 81559), ("gpu_mib", 81559), ("gpu_used", 559), ("gpu_used", 1059), ("ram_mib", 2063696),

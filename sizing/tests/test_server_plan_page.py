@@ -323,3 +323,14 @@ def test_on_the_cpu_alone_the_plan_speaks_of_the_cpu_not_of_gpus(client):
     body = page(client, {**CPU_ONLY, "cpu": "avx2"})
     assert "What llama-server will do on the CPU alone" in body
     assert "each GPU's --fit target" not in body and "What nvidia-smi shows" not in body
+    unset = page(client, {**CPU_ONLY, "ctx_size": "", "cpu": "avx2"})
+    assert "it sets what you leave unset to fit system memory" in unset and "GPUs' free memory" not in unset
+
+
+def test_a_host_short_of_ram_for_the_amx_buffer_is_told_by_how_much_not_a_negative_free(client):
+    body = page(client, {**CPU_ONLY, "ram_mib": 24105, "cpu": "avx512+amx"})
+    found = re.search(r"The host's RAM in all: <strong>([\d,.]+) MiB</strong>.*?<strong>([\d,.]+) MiB more than", body)
+    assert found, body[-3000:]
+    needs, short = (float(x.replace(",", "")) for x in found.groups())
+    assert short == pytest.approx(needs - 24105, abs=0.005) and short > 0
+    assert "leaving -" not in body
