@@ -171,7 +171,8 @@ def parse_cpu(spec: str) -> Cpu:
                 "(AVX2, AVX512, AVX512_VNNI, AMX_INT8, NEON, DOTPROD, MATMUL_INT8, SVE), or its system_info line"
             )
     sve_bits = 256 if "sve256" in (t.lower() for t in tokens) else 0
-    return Cpu(frozenset(features - {"REPACK"}), f"--cpu {text}", sve_bits=sve_bits, repack=repack)
+    shown = text if len(text) <= 80 else text[:77] + "…"  # the label says where it came from, not all of it
+    return Cpu(frozenset(features - {"REPACK"}), f"--cpu {shown}", sve_bits=sve_bits, repack=repack)
 
 
 def from_system_info(line: str) -> Cpu:

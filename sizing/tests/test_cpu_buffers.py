@@ -192,3 +192,10 @@ def test_what_another_cpu_would_take_is_what_placing_for_it_gives(spec: str, wei
     cpu = parse_cpu(spec)
     placed = breakdown.host_placement(MODEL, tensors, [], Host(0, 0, cpu=cpu), PARAMS)
     assert breakdown.extra_on(plain, tensors, cpu) == placed.extra_bytes()
+
+
+def test_a_long_cpu_description_is_read_whole_but_named_short() -> None:
+    spec = "+".join(["avx2"] * 800)
+    cpu = parse_cpu(spec)
+    assert cpu.features == parse_cpu("avx2").features
+    assert len(cpu.source) <= len("--cpu ") + 78 and cpu.source.endswith("…")
