@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := data/demo/bench_results.jsonl
 
-.PHONY: run test test-postgres test-oracle test-oracle-avx2 test-gpu setup bench crosscheck lint format user check-python
+.PHONY: run test test-postgres test-oracle test-oracle-nr test-oracle-avx2 test-gpu setup bench crosscheck lint format user check-python
 
 run: setup
 	scripts/run.sh
@@ -27,6 +27,11 @@ test-postgres: setup $(VENV)/.dev-installed
 # The oracle tests alone: kvlab's predictions against a real llama-server's log and llama-fit-params.
 test-oracle: setup $(VENV)/.dev-installed
 	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest -m llama_server
+
+# The oracle tests with -nr forced into every llama-server and llama-fit-params they start (the CPU's
+# AMX / CPU_REPACK buffer types off everywhere; kvlab predicts the same).
+test-oracle-nr: setup $(VENV)/.dev-installed
+	KVLAB_ORACLE_NO_REPACK=1 KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest -m llama_server sizing/tests
 
 # The same oracle tests on another CPU: llama.cpp built as for a CPU with AVX2 and no AVX-512 or AMX
 # (another ~9 minutes the first time), so CPU_REPACK, not AMX, takes the weights (x86 only).

@@ -97,6 +97,12 @@ def llama_fit_params_binary() -> Path:
     return _built_binary("KVLAB_LLAMA_FIT_PARAMS", ["--fit-params"], "llama-fit-params")
 
 
+# KVLAB_ORACLE_NO_REPACK=1 (make test-oracle-nr): every llama-server and llama-fit-params the oracle
+# tests start gets -nr, whatever else it is given — the CPU's extra buffer types off everywhere.
+FORCED_FLAGS = ["-nr"] if os.environ.get("KVLAB_ORACLE_NO_REPACK") == "1" else []
+# The comparisons that run twice: as llama.cpp chooses on this CPU ("native"; -nr when forced) and -nr.
+REPACK = {"native": " -nr" if FORCED_FLAGS else "", "-nr": " -nr"}
+
 SYSTEM_INFO_RE = re.compile(r"system_info: .*\| CPU : [^\n]*")
 
 
@@ -155,7 +161,19 @@ def run_llama_server(
     The process is always terminated (then killed) before this returns, whatever happens.
     """
     port = free_port()
-    args = ["-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-lv", "4", "--no-webui", *flags]
+    args = [
+        "-m",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-lv",
+        "4",
+        "--no-webui",
+        *flags,
+        *FORCED_FLAGS,
+    ]
     healthy = False
     returncode = None
     with tempfile.TemporaryFile() as log:
@@ -199,7 +217,21 @@ def loader_log(binary: Path, model: Path, timeout: float = 30.0) -> str:
     """llama-server's log up to the point where the weights are loaded (or it stopped): for learn_tensors."""
     from sizing.tiny_gguf import LOADED
 
-    args = [str(binary), "-m", str(model), "--port", "0", "-lv", "4", "--no-webui", "-c", "512", "-np", "1"]
+    args = [
+        str(binary),
+        "-m",
+        str(model),
+        "--port",
+        "0",
+        "-lv",
+        "4",
+        "--no-webui",
+        "-c",
+        "512",
+        "-np",
+        "1",
+        *FORCED_FLAGS,
+    ]
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout

@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 import json
 import re
-from dataclasses import replace
 from io import StringIO
 from pathlib import Path
 
@@ -91,7 +90,6 @@ def test_kvlab_predicts_the_amx_hosts_breakdown_and_fit(models: dict[str, Path],
     parsed = parse_command("llama-server " + flags_text)
     assert parsed.errors == [] and parsed.flags.repack == native
     params = params_of(parsed.flags, kv_layout(model, parsed.flags), 0)
-    params = replace(params, n_seq_max=parsed.flags.parallel or 1, kv_unified=bool(parsed.flags.kv_unified))
     host = Host(total, total, cpu=host_cpu())  # type: ignore[arg-type]
 
     measured = breakdown.measure(model, tensors, [], host, params)

@@ -25,7 +25,7 @@ from sizing.placement.types import Host, MiB
 from sizing.server_log import MAX_LOG_CHARS, LogError, parse_startup_log
 from sizing.sparse_gguf import write_sparse
 
-from .conftest import text
+from .conftest import REPACK, text
 
 # What llama-server b11434 printed at -lv 4 for the tiny llama model (sizing.tiny_gguf) with -c 2048 -np 3
 # (the lines kvlab reads; the server's default --log-prefix and --log-timestamps).
@@ -465,13 +465,13 @@ SERVER_CASES = [
 
 @pytest.mark.llama_server
 @pytest.mark.django_db
-@pytest.mark.parametrize("repack", ["native", "-nr"])  # as llama.cpp chooses on this CPU, and every weight plain
+@pytest.mark.parametrize("repack", REPACK)  # as llama.cpp chooses on this CPU, and every weight plain
 @pytest.mark.parametrize(("arch", "flags"), SERVER_CASES, ids=[f"{a} {f}" for a, f in SERVER_CASES])
 def test_the_real_servers_log_is_explained_with_every_figure_equal(
     arch, flags, repack, tiny_models, llama_server, client
 ):
     path: Path = tiny_models[arch]
-    run = llama_server(path, flags.split() + (["-nr"] if repack == "-nr" else []))
+    run = llama_server(path, (flags + REPACK[repack]).split())
     assert run.healthy, run.describe()
     log = parse_startup_log(run.log)
     assert log.model_arch == arch and log.n_slots and (log.kv_caches or log.recurrent)
@@ -543,7 +543,7 @@ SMALL_Q4 = {
 
 @pytest.mark.llama_server
 @pytest.mark.django_db
-@pytest.mark.parametrize("repack", ["native", "-nr"])
+@pytest.mark.parametrize("repack", REPACK)
 @pytest.mark.parametrize("load_mode", ["auto", "none"])
 @pytest.mark.parametrize("weight_type", ["q4_0", "f16"])
 def test_a_small_models_weights_are_explained_in_the_buffers_this_cpu_gives_them(
@@ -553,7 +553,8 @@ def test_a_small_models_weights_are_explained_in_the_buffers_this_cpu_gives_them
     from sizing.placement.server import plan_server
 
     path = write_sparse(tmp_path / f"small-{weight_type}.gguf", SMALL_Q4, weight_type=weight_type)
-    flags = ["-c", "1024", "-np", "1", "-lm", load_mode] + (["-nr"] if repack == "-nr" else [])
+    no_repack = bool(REPACK[repack])
+    flags = ["-c", "1024", "-np", "1", "-lm", load_mode] + (["-nr"] if no_repack else [])
     run = llama_server(path, flags)
     with path.open("rb") as f:
         head = read_gguf_head(f)
@@ -565,7 +566,7 @@ def test_a_small_models_weights_are_explained_in_the_buffers_this_cpu_gives_them
         host=Host(64 * 1024 * MiB, 64 * 1024 * MiB, cpu=llama_cpu),
         tensors=tensors,
     )
-    if llama_cpu.amx and repack == "native" and weight_type != "f16":
+    if llama_cpu.amx and not no_repack and weight_type != "f16":
         # b11434's AMX kernels crash on quantized weights: the server dies in its warm-up, as kvlab warns
         assert not run.healthy and run.returncode == -11, run.describe()
         assert AMX_QUANTIZED_CRASH in plan.host_notes
@@ -577,9 +578,7 @@ def test_a_small_models_weights_are_explained_in_the_buffers_this_cpu_gives_them
     weights = {f.name: f for f in explanation.figures if f.name.endswith("model buffer")}
     assert weights and all(f.verdict == EQUAL for f in weights.values()), weights
     expected_extra = (
-        set()
-        if repack == "-nr"
-        else {extra_buffer_type(t.name, t.type_name, t.shape, llama_cpu) for t in tensors} - {None}
+        set() if no_repack else {extra_buffer_type(t.name, t.type_name, t.shape, llama_cpu) for t in tensors} - {None}
     )
     shown = {name.removesuffix(" model buffer") for name in weights} - {"CPU", "CPU_Mapped", "model buffer"}
     assert shown == expected_extra

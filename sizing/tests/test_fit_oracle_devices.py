@@ -36,6 +36,7 @@ from sizing.placement.server import params_of
 from sizing.placement.tensors import WeightTensor, from_gguf
 from sizing.placement.types import Device, Host, MiB
 from sizing.sparse_gguf import write_sparse
+from sizing.tests.conftest import FORCED_FLAGS, REPACK
 from sizing.tests.fit_cases import FIT_CASES, MODELS
 
 ROW_RE = re.compile(
@@ -58,7 +59,10 @@ def load(path: Path) -> tuple[ModelParams, list[WeightTensor]]:
 
 def run_fit_params(binary: Path, model: Path, flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(binary), "-m", str(model), "-v", *flags.split()], capture_output=True, text=True, timeout=300
+        [str(binary), "-m", str(model), "-v", *flags.split(), *FORCED_FLAGS],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -123,8 +127,7 @@ CPU_CASES = [(name, model, flags, budget) for name, model, flags, budget in FIT_
 
 
 # Each CPU case runs as llama.cpp chooses on this machine's CPU (AMX or CPU_REPACK may take the weights,
-# which the fit then does not count) and with -nr (every weight plain CPU memory, counted).
-REPACK = {"native": "", "-nr": " -nr"}
+# which the fit then does not count) and with -nr (every weight plain CPU memory, counted): REPACK.
 
 
 @pytest.mark.llama_server
@@ -166,7 +169,7 @@ def test_the_cpu_fit_fails_as_llama_fit_params_does(
         "failure",
         "was unable to fit model into system memory by reducing context, abort",
     )
-    native = flags.removesuffix(" -nr")
+    native = flags.removesuffix(" -nr") + REPACK["native"]
     assert compare(llama_fit_params_binary, sparse_models["dense"], native, [], Host(total, total, cpu=llama_cpu)) == []
 
 

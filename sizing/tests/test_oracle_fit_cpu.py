@@ -30,6 +30,7 @@ import pytest
 
 from sizing.placement.fit import context_after_fit, expand_fit_target, fit_ctx_min, fit_params
 from sizing.placement.types import UINT32_MAX, FitResult, Host, MiB, Params, Usage
+from sizing.tests.conftest import FORCED_FLAGS
 from sizing.tiny_gguf import _vocab, close_sparse
 
 pytestmark = pytest.mark.llama_server
@@ -110,7 +111,15 @@ class Run:
 
 
 def fit_params_cli(binary: Path, model: Path, flags: list[str]) -> Run:
-    args = [str(binary), "-m", str(model), "-lv", "4", *flags]  # TRACE: the fit lines, not the debug flood
+    args = [
+        str(binary),
+        "-m",
+        str(model),
+        "-lv",
+        "4",
+        *flags,
+        *FORCED_FLAGS,
+    ]  # TRACE: the fit lines, not the debug flood
     for _ in range(ATTEMPTS):
         proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
         # llama.cpp logs from a worker thread and exit(1) does not wait for it (common/log.cpp:456: "logs

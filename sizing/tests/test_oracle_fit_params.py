@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +34,13 @@ from sizing.placement.types import Host
 from sizing.server_log import mib
 from sizing.tiny_gguf import close_sparse
 
+from .conftest import FORCED_FLAGS, REPACK
+
 pytestmark = pytest.mark.llama_server
 
 # Every comparison runs twice: as llama.cpp chooses on this machine's CPU (its extra buffer types:
 # AMX, CPU_REPACK) and with -nr (every weight in plain CPU memory); kvlab predicts each for the CPU
 # the build reports (the `llama_cpu` fixture: its system_info line).
-REPACK = {"native": "", "-nr": " -nr"}
 
 # llama-fit-params takes llama-server's memory flags except the server's own: no -kvu/--no-kv-unified
 # (its sequences are never unified) and no automatic 4 slots (without -np it sizes 1 sequence). So
@@ -61,7 +61,7 @@ FLAG_SETS = [
 
 
 def run_fit_params(binary: Path, model: Path, flags: str) -> subprocess.CompletedProcess[str]:
-    args = [str(binary), "-m", str(model), "-v", *flags.split()]
+    args = [str(binary), "-m", str(model), "-v", *flags.split(), *FORCED_FLAGS]
     return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -81,7 +81,6 @@ def weight_rows(model: ModelParams, tensors: list[WeightTensor], flags: ServerFl
     """kvlab's model column of each breakdown row llama-fit-params prints on the CPU build: Host, then
     the CPU's extra buffer types (AMX, CPU_REPACK) that hold weights, in whole MiB."""
     params = params_of(flags, kv_layout(model, flags), 0)
-    params = replace(params, n_seq_max=flags.parallel or 1, kv_unified=bool(flags.kv_unified))
     measured = breakdown.measure(model, tensors, [], Host(0, 0, cpu=cpu), params)
     return {"Host": whole_mib(measured[-1].model), **{k: whole_mib(v) for k, v in measured.extra.items()}}
 
@@ -159,7 +158,7 @@ def test_fit_print_agrees_with_its_own_log(llama_fit_params_binary: Path, tiny_m
     """`--fit-print on` prints the same whole-MiB figures as the -v log's table (the parser reads both)."""
     path = tiny_models["llama"]
     printed = subprocess.run(
-        [str(llama_fit_params_binary), "-m", str(path), "-c", "2048", "-np", "3", "--fit-print", "on"],
+        [str(llama_fit_params_binary), "-m", str(path), "-c", "2048", "-np", "3", "--fit-print", "on", *FORCED_FLAGS],
         capture_output=True,
         text=True,
         timeout=120,

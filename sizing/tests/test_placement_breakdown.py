@@ -37,6 +37,7 @@ from sizing.placement.breakdown import (
 )
 from sizing.placement.tensors import WeightTensor, computed, from_gguf, layer_of, uses_of
 from sizing.placement.types import Device, Host, Params
+from sizing.tests.conftest import FORCED_FLAGS
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -306,6 +307,7 @@ def test_host_matches_llama_fit_params_with_overrides_and_ngl(
         ("-ot ffn_(up|down)=CPU", Params(n_ctx=2048, overrides=(("ffn_(up|down)", "CPU"),))),
     ]:
         args = [str(llama_fit_params_binary), "-m", str(path), "-v", "-c", "2048", "-np", "1", *extra.split(" ", 1)]
+        args += FORCED_FLAGS
         proc = subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)
         assert proc.returncode == 0, proc.stderr[-2000:]
         report = parse_fit_log(proc.stderr)
