@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .fit_params import mib2
 from .hparams import ModelParams
 from .kv import KVLayout, ServerFlags, kv_layout
 from .memory import COMPUTE_BOUND_MIB, COMPUTE_BOUND_SHARE, compute_buffer
@@ -245,7 +246,6 @@ def _buffer_figures(
     tensors: Sequence[WeightTensor] | None = None,
 ) -> list[Figure]:
     model_buffers, kv_buffers, compute = log.buffers_of("model"), log.buffers_of("kv"), log.buffers_of("compute")
-    split = any(name in model_buffers for name in EXTRA_BUFFERS)
     if _gpu_names(log):
         return _gpu_buffer_figures(log, model, flags, layout, weights_bytes, problems)
     figures = []
@@ -261,7 +261,7 @@ def _buffer_figures(
                 "the sum of the KV buffer lines",
             )  # fmt: skip
         )
-    if model_buffers and split:
+    if any(name in model_buffers for name in EXTRA_BUFFERS):  # the weights split over the CPU's buffer types
         figures.extend(_split_weight_figures(log, model, flags, model_buffers, tensors))
     elif model_buffers:
         logged = sum(model_buffers.values())
@@ -329,10 +329,9 @@ def _split_weight_figures(
             for name, v in logged.items()
         ]
     params = params_of(flags, kv_layout(model, flags), 0)
-    params = replace(params, n_seq_max=flags.parallel or 1, kv_unified=bool(flags.kv_unified))
     placement = breakdown.host_placement(model, tensors, [], Host(0, 0, cpu=cpu), params)
     plain = sum(size for bucket, _, size in placement.weights if bucket == breakdown.HOST)
-    predicted = {**placement.extra_bytes()}
+    predicted = placement.extra_bytes()
     notes = {name: f"the weights the {cpu.label} CPU's {name} kernels take (repacked copies)" for name in predicted}
     if "CPU_Mapped" in logged:
         predicted["CPU_Mapped"] = breakdown.mapped_span(placement, tensors)
@@ -345,14 +344,15 @@ def _split_weight_figures(
     figures = []
     for name in dict.fromkeys([*logged, *predicted]):
         have, want = logged.get(name), predicted.get(name)
-        shown = "—" if want is None else f"{want / 1024 / 1024:.2f} MiB"
-        verdict = DIFFERS if have is None or want is None else _verdict(f"{have:.2f}", f"{want / 1024 / 1024:.2f}")
+        have_text = None if have is None else f"{have:.2f}"  # load_tensors' "%8.2f" of the buffer's MiB
+        want_text = None if want is None else mib2(want)
+        verdict = DIFFERS if have_text is None or want_text is None else _verdict(have_text, want_text)
         figures.append(
             Figure(
                 "buffers",
                 f"{name} model buffer",
-                "—" if have is None else f"{have:.2f} MiB",
-                shown,
+                "—" if have_text is None else f"{have_text} MiB",
+                "—" if want_text is None else f"{want_text} MiB",
                 verdict,
                 notes.get(name, ""),
             )

@@ -150,7 +150,7 @@ class SizingInputs:
             devices=self.devices or None,
             host=self.host,
             tensors=self.tensors,
-            tensors_in_file_order=self.tensors_source == "the uploaded head's tensor table",
+            tensors_in_file_order=self.tensors_source == UPLOADED_TABLE,  # a GGUF's own table: in file order
             sm_counts=self.sm_counts,
             compute_capabilities=self.compute_capabilities,
         )
@@ -175,6 +175,9 @@ def weights_source_label(figure: WeightsFigure) -> str:
     if figure.computed:  # the source already says how: "computed from the tensor shapes (...)"
         return f"catalogue {figure.quant}: {figure.source}"
     return f"catalogue {figure.quant}: a published GGUF's file size — {figure.source}"
+
+
+UPLOADED_TABLE = "the uploaded head's tensor table"  # the tensors' source when they are a GGUF's own
 
 
 class SizingForm(forms.Form):
@@ -372,7 +375,7 @@ class SizingForm(forms.Form):
             head = self._head(data)
             table = head.weight_tensors()
             if table is not None:
-                return table, "the uploaded head's tensor table", []
+                return table, UPLOADED_TABLE, []
             if head.weights_bytes is None:
                 return None, "", []
             return (

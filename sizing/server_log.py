@@ -209,7 +209,6 @@ class StartupLog:
     notes: list[str] = field(default_factory=list)  # the server's own adjustments, as printed
     errors: list[str] = field(default_factory=list)  # error lines (E level, "error:")
     system_info: str | None = None  # llama.cpp's CPU features line (-lv 4): where weights in RAM go
-    load_mode: str | None = None  # "mmap" or "none" as load_tensors resolved it
     n_lines: int = 0
     n_recognised: int = 0
 
@@ -393,10 +392,6 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
     at = line.find("system_info: n_threads")
     if at >= 0:
         log.system_info = line[at:]
-        return True
-    at = line.find("(load_mode = ")
-    if at >= 0 and "load_tensors: loading model tensors" in line:
-        log.load_mode = line[at + len("(load_mode = ") :].rstrip(")").strip()[:20]
         return True
     device = _CUDA_DEVICE.match(line)
     if device:

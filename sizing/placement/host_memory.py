@@ -90,9 +90,10 @@ def notes(
                 parts = " and ".join(f"{_m(size)} of the weights in {name}" for name, size in extra.items())
                 would.append(f"on a CPU with {label} llama.cpp would keep {parts}")
         if would:
+            others = "; ".join(would)
             out.append(
                 "This answer depends on the host's CPU, which was not given: kvlab assumed no CPU extra buffer type. "
-                f"{'; '.join(would)[0].upper()}{'; '.join(would)[1:]} — RAM that --fit does not count, so its "
+                f"{others[:1].upper()}{others[1:]} — RAM that --fit does not count, so its "
                 "choice can differ. Give the CPU (kvsize --cpu, or the form's CPU field) for the exact answer."
             )
     if memory.counted.model and memory.mapped:

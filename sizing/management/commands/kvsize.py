@@ -10,7 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from sizing import catalogue
-from sizing.cmdline import parse_command
+from sizing.cmdline import LOAD_MODES, parse_command
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.hparams import ModelParams, ModelSpecError, model_params
 from sizing.placement import tensors as placement_tensors
@@ -104,7 +104,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-host", action="store_true", help="no pinned host buffer: the extra types take CPU weights"
         )
-        parser.add_argument("-lm", "--load-mode", choices=["auto", "none", "mmap", "mlock", "mmap+mlock", "dio"])
+        parser.add_argument("-lm", "--load-mode", choices=LOAD_MODES)
         parser.add_argument("--prompt-tokens", type=int, help="p95 prompt tokens of the workload")
         parser.add_argument("--output-tokens", type=int, help="p95 output tokens of the workload")
         parser.add_argument("--concurrency", type=int, default=1)
