@@ -470,7 +470,10 @@ def sizing_query(host: AnnouncedHost) -> list[tuple[str, str]]:
     MiB, one of each per GPU in NVML's order; `ram_mib` (total); `cpu` (`cpu_spec`); `host` (its id).
     A value the host did not announce is left out (a GPU with an unknown free memory: no `gpu_used`
     for any, so the lists stay in step)."""
-    facts = HostFacts.from_json(host.facts)
+    return _query(HostFacts.from_json(host.facts), host.pk)
+
+
+def _query(facts: HostFacts, pk: Any) -> list[tuple[str, str]]:
     query: list[tuple[str, str]] = [("gpu_mib", str(g.total_mib)) for g in facts.gpus if g.total_mib is not None]
     used = [g.used_mib for g in facts.gpus]
     if len(query) == len(facts.gpus) and all(u is not None for u in used):
@@ -479,7 +482,7 @@ def sizing_query(host: AnnouncedHost) -> list[tuple[str, str]]:
         query.append(("ram_mib", str(facts.ram_total_mib)))
     if facts.cpu_spec:
         query.append(("cpu", facts.cpu_spec))
-    query.append(("host", str(host.pk)))
+    query.append(("host", str(pk)))
     return query
 
 
@@ -510,7 +513,7 @@ def shown(host: AnnouncedHost, now: datetime) -> ShownFacts:
     facts = HostFacts.from_json(host.facts)
     if host.facts_at is None or not facts.present:
         return ShownFacts(HostFacts(), "", False, "")
-    return ShownFacts(facts, age(host.facts_at, now), is_stale(host.facts_at, now), urlencode(sizing_query(host)))
+    return ShownFacts(facts, age(host.facts_at, now), is_stale(host.facts_at, now), urlencode(_query(facts, host.pk)))
 
 
 def facts_note(host_id: int) -> str | None:
