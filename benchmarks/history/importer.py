@@ -597,8 +597,10 @@ def _fill_missing_run_values(stored: Run, parsed_run: ParsedRun) -> bool:
         if name in parsed_run.provenance:
             provenance[name] = parsed_run.provenance[name]
         filled = True
-    for name, kind in parsed_run.provenance.items():
-        provenance.setdefault(name, kind)
+    if stored.source == Run.Source.IMPORTED:
+        # An executed run's values came from its job: its own export, imported, does not make them the file's.
+        for name, kind in parsed_run.provenance.items():
+            provenance.setdefault(name, kind)
     if provenance != (stored.provenance or {}):
         stored.provenance = provenance
         filled = True

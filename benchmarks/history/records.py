@@ -213,10 +213,7 @@ def _normalize_v2(obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | N
         return Record(run, None, extra, "", None, check_summary(obj["summary"]))
     request = _request_values(*map(fields.get, REQUEST_FIELD_NAMES))
     itl = fields.get("itl_s")
-    if itl is None:
-        return Record(run, request, extra, content_hash(request, extra))
-    itl = _itl_values(itl)
-    return Record(run, request, extra, content_hash(request, extra, itl), itl)
+    return Record(run, request, extra, content_hash(request, extra), None if itl is None else _itl_values(itl))
 
 
 def _paths(schema: str) -> dict[str, tuple[str, ...]]:
@@ -600,21 +597,32 @@ def _request_values(
     return (ts, ok, http_status, error, error_type, prompt_tokens, n_predict, output_tokens, tok_s, elapsed_s, ttft_s)
 
 
-def content_hash(request: tuple[Any, ...], extra: dict[str, Any], itl: tuple[float, ...] | None = None) -> str:
-    """A stable digest of a request's content: identical records share it.
+def content_hash(request: tuple[Any, ...], extra: dict[str, Any]) -> str:
+    """A request's identity within its run (with its occurrence): a digest of its fields and extra.
 
-    Without inter-token latencies it is the kvlab.bench/1 digest, so a request stored
-    before kvlab.bench/2 existed is still a duplicate of the same request re-imported.
+    Identical records share it. Its inter-token latencies are not part of it: a request is the
+    same request in a kvlab.bench/1 export (which has no ITL) and a kvlab.bench/2 one, and the
+    same whether an import, a job or a sweep stored it (each stores what request_identity gives).
     """
     try:
-        content = (request, extra) if itl is None else (request, extra, itl)
-        payload = orjson.dumps(content, option=orjson.OPT_SORT_KEYS)
+        payload = orjson.dumps((request, extra), option=orjson.OPT_SORT_KEYS)
     except orjson.JSONEncodeError as exc:
         # Python's json reads what orjson (and the database) cannot hold.
         raise RecordError(
             f"a value cannot be stored: {exc} (an integer beyond 64 bits, a lone surrogate, or nesting)"
         ) from None
     return hashlib.blake2b(payload, digest_size=16).hexdigest()
+
+
+def request_identity(request: dict[str, Any], extra: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A request checked as an import checks it (its values as the import would store them: an
+    error's kind classified, times in UTC) and its content hash: what a job or a sweep stores, so
+    that the import of its own export finds the same request. RecordError where an import would
+    refuse it."""
+    if extra:
+        check_json(extra, "extra")
+    values = _request_values(*map(request.get, REQUEST_FIELD_NAMES))
+    return dict(zip(REQUEST_FIELD_NAMES, values, strict=True)), content_hash(values, extra)
 
 
 # --- field checks ---------------------------------------------------------------

@@ -26,7 +26,6 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -38,7 +37,7 @@ from sizing.cmdline import parse_command
 
 from ..history import derived
 from ..history.errors import OTHER
-from ..history.records import MAX_INT, REQUEST_FIELD_NAMES, content_hash, storable_json, storable_text
+from ..history.records import MAX_ERROR_CHARS, MAX_INT, request_identity, storable_json, storable_text
 from ..models import Job, RequestResult, Run
 from ..models.jobs import MAX_LIVE
 from .arrivals import run_key_suffix, send_offsets, wave_rates
@@ -451,17 +450,20 @@ class _Recorder:
         self.occurrences: dict[str, int] = {}
 
     def store(self, index: int, outcome: Outcome) -> None:
-        ts = datetime.fromtimestamp(outcome.started_at, tz=UTC)
         extra = {"index": index, **storable_json(outcome.extra)}
         if outcome.client_tok_s is not None:
             extra["client_tok_s"] = round(outcome.client_tok_s, 4)
         if outcome.at_error is not None:
             extra["at_error"] = outcome.at_error
+        if outcome.http_status is not None and not 100 <= outcome.http_status <= 599:
+            extra["http_status"] = outcome.http_status  # not an HTTP status an import would take: kept aside
         values = {
-            "ts": ts,
+            "ts": outcome.started_at,  # epoch seconds, as UTC
             "ok": outcome.ok,
-            "http_status": outcome.http_status,
-            "error": storable_text(outcome.error) or None,
+            "http_status": outcome.http_status
+            if outcome.http_status is None or 100 <= outcome.http_status <= 599
+            else None,
+            "error": storable_text(outcome.error[:MAX_ERROR_CHARS]) or None,
             "error_type": outcome.error_type or None,
             "prompt_tokens": self._prompt_tokens(index, outcome),
             "n_predict": self.run.job.params.get("n_predict") if self.run.job else None,
@@ -470,8 +472,8 @@ class _Recorder:
             "elapsed_s": outcome.elapsed_s,
             "ttft_s": outcome.ttft_s,
         }
-        request_tuple = tuple(values[name] for name in REQUEST_FIELD_NAMES)
-        digest = content_hash(request_tuple, extra)
+        # Stored as the import of this run's own export would store it, so that import finds it.
+        values, digest = request_identity(values, extra)
         occurrence = self.occurrences.get(digest, 0)
         self.occurrences[digest] = occurrence + 1
         RequestResult.objects.create(

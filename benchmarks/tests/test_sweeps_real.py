@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.jobs.forms import JobForm
-from benchmarks.models import CalibrationPoint, Job, LaunchHost, Server, Sweep, SweepConfig
+from benchmarks.models import CalibrationPoint, Job, LaunchHost, RequestResult, Run, Server, Sweep, SweepConfig
 from benchmarks.sweeps import demo as demo_sweep
 from benchmarks.sweeps.lifecycle import create_sweep
 from kvlab.tests.processes import stop_process
@@ -107,7 +107,7 @@ def test_new_models_show_when_staff_ask_the_workers_to_announce(demo_host, worke
         extra.unlink()
 
 
-def test_the_demo_sweep_reproduces_the_investigation_and_its_predictions(demo_host, worker):  # noqa: F811
+def test_the_demo_sweep_reproduces_the_investigation_and_its_predictions(demo_host, worker, tmp_path):  # noqa: F811
     out = StringIO()
     call_command("sweep", "--demo", "--wait", "--json", stdout=out)
     summary = json.loads(out.getvalue())
@@ -138,6 +138,20 @@ def test_the_demo_sweep_reproduces_the_investigation_and_its_predictions(demo_ho
     staff.force_login(User.objects.create_user("root", password="a-long-test-password", is_staff=True))
     page = staff.get(reverse("server-list")).content.decode()
     assert "No server registered yet." in page and "<tbody>" not in page
+    # its export, imported into the same database, adds nothing, twice (issue 26: each round added
+    # the sweep's 9 requests again, and the home page showed 6/6 for a 3/3 row)
+    counts = sorted(Run.objects.values_list("key", "n_requests", "n_ok", "throughput_tok_s"))
+    requests = RequestResult.objects.count()
+    for schema in ("kvlab.bench/2", "kvlab.bench/1"):
+        call_command("export_bench", "--schema", schema, "--out", str(tmp_path / "e.jsonl"), stderr=StringIO())
+        out = StringIO()
+        call_command("import_bench", "--json", str(tmp_path / "e.jsonl"), stdout=out)
+        result = json.loads(out.getvalue())
+        assert (result["status"], result["runs"], result["requests"]) == ("duplicate", 0, 0), result
+    assert (sorted(Run.objects.values_list("key", "n_requests", "n_ok", "throughput_tok_s")), requests) == (
+        counts,
+        RequestResult.objects.count(),
+    )
 
 
 def test_flag_sets_that_cannot_start_are_recorded_as_such(demo_host, worker):  # noqa: F811
