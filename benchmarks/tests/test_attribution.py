@@ -90,13 +90,9 @@ def test_cells_the_requests_did_not_hold_are_said_to_be_someone_elses():
     assert over["predicted_step"] is None and "did not predict an overflow" in over["sentence"]
 
 
-def test_only_a_shared_pool_gets_an_overflow():
+def test_per_slot_caches_never_get_an_overflow():
     outcomes = [(0, failed(0.2, 200, 142))]
     assert overflow(outcomes, pool={**SHARED, "kind": "per-slot"}, n_predict=600, concurrency=3) is None
-    assert (
-        overflow(outcomes, pool={**SHARED, "kind": "unknown", "pool_cells": None}, n_predict=600, concurrency=3) is None
-    )
-    assert overflow(outcomes, pool=None, n_predict=600, concurrency=3) is None
     other = Outcome(ok=False, error_type="timeout")
     assert overflow([(0, other)], pool=SHARED, n_predict=600, concurrency=3) is None
 
@@ -107,3 +103,74 @@ def test_prompts_that_fail_together_at_once_are_predicted_as_not_fitting():
     assert over is not None and over["predicted_step"] == 2
     assert [r["cells"] for r in over["requests"]] == [342, 341, 341]
     assert over["sentence"].endswith("kvlab predicted the pool would run out at token 2 of each (≈ 0.07 s).")
+
+
+# A server kvlab did not launch: /props said 4 slots of 1,024 cells, nothing said whether they share them.
+UNLAUNCHED = {"kind": "unknown", "slots": 4, "slot_cells": 1024, "pool_cells": None, "from": "unknown: no command"}
+# ... and one whose /props could not be read.
+NO_PROPS = {"kind": "unknown", "slots": None, "slot_cells": None, "pool_cells": None, "from": "unknown: no props"}
+# -c 1024 without -np, 3 × (300 + 300): what the real server's three streams counted when it failed them.
+AUTO_1024 = [(0, failed(0.0631, 300, 43)), (1, failed(0.0630, 300, 42)), (2, failed(0.0632, 300, 42))]
+
+
+def test_the_500_of_a_server_kvlab_did_not_launch_is_its_shared_pool_of_the_size_props_gives():
+    over = overflow(AUTO_1024, pool=UNLAUNCHED, n_predict=300, concurrency=3)
+    assert over is not None
+    assert (over["pool_cells"], over["pool_from"], over["shared_from"]) == (1024, "/props", "error")
+    assert [r["cells"] for r in over["requests"]] == [343, 342, 342]
+    assert over["predicted_step"] == 42  # 3 × (300 + 42) > 1,024 ≥ 3 × (300 + 41)
+    assert over["sentence"].startswith(
+        "At 0.06 s the shared pool of 1,024 cells was full: requests 1, 2 and 3 held 343, 342 and 342 cells "
+        "(1,027 together); each alone needed 600 (300 prompt + 300 to generate). "
+        "kvlab predicted the pool would run out at token 42 of each"
+    )
+    assert over["sentence"].endswith(
+        ' The HTTP 500 "Context size has been exceeded" says the slots share one pool (a cache per slot refuses a '
+        "prompt with HTTP 400 at admission); its size is the context /props gives each slot, all of which each slot "
+        "may use."
+    )
+
+
+def test_without_props_the_pool_is_at_least_what_the_requests_had_written_and_the_sentence_says_how_to_learn_it():
+    over = overflow(AUTO_1024, pool=NO_PROPS, n_predict=300, concurrency=3)
+    assert over is not None
+    # 343 + 342 + 342 counted, less the token each was writing when the step failed.
+    assert (over["pool_cells"], over["pool_from"], over["pool_at_least"]) == (None, None, 1024)
+    assert over["predicted_step"] is None and over["predicted_t"] is None
+    assert over["sentence"] == (
+        "At 0.06 s the shared pool — at least 1,024 cells, a size the server did not say — was full: "
+        "requests 1, 2 and 3 held 343, 342 and 342 cells (1,027 together); "
+        "each alone needed 600 (300 prompt + 300 to generate). Without the pool's size kvlab made no prediction. "
+        'The HTTP 500 "Context size has been exceeded" says the slots share one pool (a cache per slot refuses a '
+        "prompt with HTTP 400 at admission). To learn its size, read the server's /props "
+        "(default_generation_settings.n_ctx: with one shared pool every slot may use all of it), "
+        "or register the server with the command that launched it (its -c and -np)."
+    )
+    assert overflow(AUTO_1024, pool=None, n_predict=300, concurrency=3)["pool_at_least"] == 1024
+
+
+def test_a_request_failed_before_its_first_token_adds_nothing_to_what_the_pool_held_at_least():
+    outcomes = [(0, failed(0.5, 2000, 0)), (1, failed(0.5, 300, 10))]
+    over = overflow(outcomes, pool=NO_PROPS, n_predict=300, concurrency=2)
+    assert over is not None and over["pool_at_least"] == 309
+    alone = overflow([(0, failed(0.5, 2000, 0))], pool=NO_PROPS, n_predict=300, concurrency=1)
+    assert alone is not None and alone["pool_at_least"] == 0
+    assert alone["sentence"].startswith("At 0.50 s the shared pool — a size the server did not say — was full:")
+
+
+def test_slots_capped_below_the_pool_do_not_give_its_size():
+    # /props says 256 per slot, yet 1,024 cells were written: the slots are capped (--kv-unified-per-slot).
+    over = overflow(AUTO_1024, pool={**UNLAUNCHED, "slot_cells": 256}, n_predict=300, concurrency=3)
+    assert over is not None and over["pool_cells"] is None and over["pool_at_least"] == 1024
+    assert "(/props gives each slot 256 cells, fewer than were written: the slots are capped below" in over["sentence"]
+
+
+def test_only_a_full_pool_is_attributed_not_a_400_nor_another_500():
+    prompt_too_long = Outcome(
+        ok=False, http_status=400, error_type="exceed_context_size", error="request (900 tokens) exceeds ..."
+    )
+    compute_error = failed(0.06, 300, 5)
+    compute_error.error, compute_error.error_type = "Compute error.", "http_error"
+    for pool in (UNLAUNCHED, NO_PROPS, SHARED):
+        assert overflow([(0, prompt_too_long)], pool=pool, n_predict=300, concurrency=3) is None
+        assert overflow([(0, compute_error)], pool=pool, n_predict=300, concurrency=3) is None

@@ -1,5 +1,6 @@
 """A run's telemetry in brief, for `manage.py bench --wait --json`: how many samples, from
-which sources, each slot's and the pool's capacity and peak, and the overflow per request."""
+which sources, each slot's and the pool's capacity and peak, and the overflow per request (with,
+for a server kvlab did not launch, where the pool's size came from or how many cells it had at least)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ def for_json(run: Any) -> dict[str, Any] | None:
         result["overflow"] = {
             "t_s": over.get("t"),
             "pool_cells": over.get("pool_cells"),
+            # where the size came from ("launch command", "/props"; None: unknown, then at least this many)
+            "pool_from": over.get("pool_from", "launch command" if over.get("pool_cells") else None),
+            "pool_at_least": over.get("pool_at_least"),
+            # "error": the server's 500 said the pool is shared (no launch command said it)
+            "shared_from": over.get("shared_from", "launch command"),
             # 1-based, like the job page's request numbers
             "requests": [
                 {"request": int(r.get("i", 0)) + 1, **{k: r.get(k) for k in ("prompt", "decoded", "cells")}}
