@@ -386,8 +386,9 @@ class ImportForm(DeclaredForm):
         label="files",
         help_text=(
             "kvlab JSONL (kvlab.bench/1 or /2, or the flat lab shape) or another tool's result files: vLLM, SGLang, "
-            "GuideLLM, AIPerf, GenAI-Perf, llmperf, llama-bench — detected from the content. Several files that "
-            "belong together (a vLLM sweep, an llmperf summary with its responses) are read as one directory."
+            "GuideLLM, AIPerf, GenAI-Perf, llmperf, llama-bench — detected from the content. The files of one run "
+            "given together (an llmperf summary with its responses, AIPerf's exports with inputs.json, a vLLM "
+            "sweep's files) are joined as in their directory; every other file is imported on its own."
         ),
     )
     server_log = forms.FileField(

@@ -316,13 +316,15 @@ def import_path(
     server_log: ServerLog | None = None,
     user: Any = None,
     filename: str | None = None,
+    files: Sequence[Path] = (),
 ) -> FileImport:
     """Import a file or directory of any format kvlab reads, detected from its content (or forced by name).
 
-    FormatError when format names no format.
+    files: files given together that are one run (registry.join_given), read with format as the folder
+    `path` holding just them. FormatError when format names no format.
     """
     declared = declared or Declared()
-    detected, stream = registry.open_input(path, declared, format)
+    detected, stream = registry.open_input(path, declared, format, files)
     name = filename or str(path)
     common: dict[str, Any] = {
         "filename": name,
@@ -336,7 +338,7 @@ def import_path(
         return import_bench_file(
             stream,  # type: ignore[arg-type]
             **common,
-            identity=registry.input_identity(path),
+            identity=registry.input_identity(path, files),
             conversion_error=stream.conversion_error,
             relabel=stream.where,
         )
@@ -353,29 +355,34 @@ def import_uploads(
     server_log: ServerLog | None = None,
 ) -> list[FileImport]:
     """Import uploaded files: kvlab JSONL streams straight in; other formats are written to a private
-    directory first (converters read files). Several files that a format claims together (a vLLM
-    sweep, an llmperf summary with its responses) are one import; otherwise each file is one."""
+    directory first (converters read files). The files of one run given together (registry.join_given:
+    an llmperf summary with its responses, AIPerf's exports with inputs.json, a vLLM sweep's files) are
+    one import, as their directory would be; every other file is one import of its own."""
     common: dict[str, Any] = {"origin": origin, "user": user, "declared": declared, "server_log": server_log}
     with tempfile.TemporaryDirectory(prefix="kvlab-upload-") as tmp:
-        folder = Path(tmp)
-        paths = []
-        for i, upload in enumerate(uploads):
+        given_as: dict[Path, str] = {}  # each file written -> its name as uploaded
+        times_named: dict[str, int] = {}
+        for upload in uploads:
             name = Path(upload.name or "upload").name.lstrip(".") or "upload"
-            path = folder / f"{i:03d}" / name  # one folder each: two uploads may share a name
-            path.parent.mkdir()
+            # one folder, as the files lay in theirs; a name given again goes to a folder of its own
+            times_named[name] = times_named.get(name, 0) + 1
+            folder = Path(tmp, "upload" if times_named[name] == 1 else f"upload-{times_named[name]}")
+            folder.mkdir(exist_ok=True)
+            path = folder / name
             with path.open("wb") as fh:
                 for chunk in upload.chunks():
                     fh.write(chunk)
-            paths.append(path)
-        if len(paths) > 1:
-            together = registry.detect(folder)
-            if together not in (registry.DIRECTORY, None):
-                names = ", ".join(Path(u.name).name for u in uploads)
-                return [import_path(folder, format=together, filename=names[:255], **common)]
-        return [
-            import_path(path, filename=Path(upload.name).name, **common)
-            for path, upload in zip(paths, uploads, strict=True)
-        ]
+            given_as[path] = Path(upload.name or "upload").name
+        results = []
+        for given in registry.join_given(list(given_as)):
+            if isinstance(given, registry.Joined):
+                names = ", ".join(given_as[path] for path in given.files)[:255]
+                results.append(
+                    import_path(given.folder, format=given.format, files=given.files, filename=names, **common)
+                )
+            else:
+                results.append(import_path(given, filename=given_as[given], **common))
+        return results
 
 
 def _record_rejection(

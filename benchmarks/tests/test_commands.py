@@ -32,7 +32,7 @@ def test_import_bench_fails_with_each_reason_and_keeps_the_clean_files(tmp_path)
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(jsonl(flat(run="from-bad"), b"{", flat(run="x", prompt_tokens=-3)))
     err = StringIO()
-    with pytest.raises(CommandError, match=r"1 of 2 file\(s\) rejected"):
+    with pytest.raises(CommandError, match=r"1 of 2 input\(s\) rejected"):
         call_command("import_bench", str(bad), str(DEMO_PATH), stdout=StringIO(), stderr=err)
     assert "line 2: invalid JSON" in err.getvalue()
     assert "line 3: 'prompt_tokens' must not be negative, got -3" in err.getvalue()

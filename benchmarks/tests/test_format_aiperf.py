@@ -373,7 +373,7 @@ def test_the_jsonl_export_is_one_run_of_requests_in_kvlab_units(tmp_path: Path) 
     ]
     path = write(tmp_path, "profile_export.jsonl", lines)
     assert sniffs(path)
-    records = convert(path)
+    records = convert(path, Declared(model="qwen3-4b"))  # the records name no model (inputs.json does)
     assert len(records) == 2  # the warm-up request is not imported
     assert len({record["run"]["id"] for record in records}) == 1
     ok, failed = (record["request"] for record in records)
@@ -411,7 +411,7 @@ def test_a_malformed_jsonl_record_is_rejected_naming_its_line(tmp_path: Path, da
     line = jsonl_line(1)
     damage(line)
     with pytest.raises(FormatError, match=key):
-        convert(write(tmp_path, "profile_export.jsonl", [line]))
+        convert(write(tmp_path, "profile_export.jsonl", [line]), Declared(model="qwen3-4b"))
 
 
 def test_a_directory_joins_a_runs_json_and_jsonl_one_run_per_folder(tmp_path: Path) -> None:

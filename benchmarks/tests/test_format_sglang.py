@@ -226,7 +226,7 @@ def test_output_details_arrays_become_requests_in_seconds(tmp_path: Path) -> Non
 def test_an_older_line_needs_the_model_declared(tmp_path: Path) -> None:
     path = write(tmp_path / "out.jsonl", older_result())
 
-    with pytest.raises(FormatError, match="names no model"):
+    with pytest.raises(FormatError, match="no model: SGLang writes it in server_info"):
         convert(path)
     [record] = convert(path, Declared(model="Llama-3.3-70B", gpu="H200", label="online"))
     run = record["run"]

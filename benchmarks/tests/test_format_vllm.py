@@ -364,7 +364,7 @@ def test_sniff_knows_vllm_results_and_nothing_else(tmp_path: Path) -> None:
         (json.dumps(serve_result(date="yesterday")).encode(), "'date' must read YYYYMMDD-HHMMSS"),
         (json.dumps(serve_result(mean_ttft_ms="fast")).encode(), "'mean_ttft_ms' must be a number"),
         (json.dumps(serve_result(max_concurrency=0)).encode(), "'max_concurrency' must be an integer ≥ 1"),
-        (json.dumps(serve_result(model_id=..., tokenizer_id=...)).encode(), "no model in the file"),
+        (json.dumps(serve_result(model_id=..., tokenizer_id=...)).encode(), "no model: vLLM writes it as 'model_id'"),
         (json.dumps(detailed(ttfts=[0.1, 0.1])).encode(), "'ttfts' must be a list of 4 values"),
         (json.dumps(detailed(ttfts=[0.1, -1, 0.1, 0.0])).encode(), "'ttfts'[1] must be a non-negative number"),
         (

@@ -464,7 +464,7 @@ def test_import_bench_json_prints_one_line_per_input(tmp_path: Path, fake_format
     bad = fake_file(tmp_path / "bad", "RAISE no 'model' key")
     out = StringIO()
 
-    with pytest.raises(CommandError, match=r"1 of 3 file\(s\) rejected"):
+    with pytest.raises(CommandError, match=r"1 of 3 input\(s\) rejected"):
         call_command("import_bench", "--json", str(good), str(bad), str(good), stdout=out, stderr=StringIO())
 
     lines = [json.loads(line) for line in out.getvalue().splitlines()]

@@ -114,6 +114,12 @@ def declare(
         run["server"], provenance["server_flags"] = {"flags": declared.server_flags}, "declared"
 
 
+def no_model(where_found: str, where: str = "") -> FormatError:
+    """The error for a run whose input names no model and none was declared: raised once per input (never
+    once per record), saying where the tool writes the model and how to declare it."""
+    return FormatError(f"no model: {where_found}; or declare it with --model (the upload form's model field)", where)
+
+
 class Format(Protocol):
     NAME: str
 

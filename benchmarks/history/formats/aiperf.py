@@ -13,7 +13,13 @@ AIPerf (ai-dynamo/aiperf) writes, per profiling run, into its artifact directory
   metric ``{"value", "unit"}``.
 
 Each file is one run (the JSON/CSV as a summary, the JSONL as request records); a directory
-holding the JSON and the JSONL of the same run is one run with both. Every metric is converted
+holding the JSON and the JSONL of the same run is one run with both (and so are those files given
+together: ``joins``). The records name no model: the JSON names it in ``input_config``, and
+``inputs.json`` — the payloads AIPerf sent, written beside the exports before the run starts — in
+each payload's ``"model"``. A run whose every request failed may leave no JSON (AIPerf writes it
+only when its records manager hands back results): its JSONL holds error records
+(``{"metadata", "metrics": {"error_isl"?}, "error": {"code", "type", "message"}}``) and takes its
+model from inputs.json. Every metric is converted
 by the unit it states (``ns``/``us``/``ms``/``sec``, ``…/sec``), never by its name, and a unit
 kvlab cannot convert rejects the file naming the metric. AIPerf's ``request_count`` counts the
 successful requests and ``error_request_count`` the failed ones. Warm-up records of the JSONL
@@ -27,20 +33,27 @@ import hashlib
 import io
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare
+from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare, no_model
 
 NAME = "aiperf"
 
 JSON_FILE = "profile_export_aiperf.json"
 JSONL_FILE = "profile_export.jsonl"
 CSV_FILE = "profile_export_aiperf.csv"
+INPUTS_FILE = "inputs.json"  # the payloads AIPerf sends: read for the model only
+MAX_INPUTS_BYTES = 256 << 20  # an inputs.json holds every prompt; kvlab reads one this large at most
+MAX_MODELS = 20  # distinct models named from inputs.json (AIPerf sends to several round-robin)
+NO_MODEL = (
+    f'AIPerf names the model in {JSON_FILE} (input_config) and in {INPUTS_FILE} (each payload\'s "model"), '
+    "written beside its other exports: give one of them with this file"
+)
 
 PER_SECOND = {"ns": 1e9, "us": 1e6, "µs": 1e6, "ms": 1e3, "sec": 1.0, "s": 1.0}
 # AIPerf's metric tag -> kvlab summary statistic (latencies, converted to ms).
@@ -100,6 +113,14 @@ def _is_jsonl(head: bytes) -> bool:
     )
 
 
+def joins(names: Mapping[str, str | None]) -> list[list[str]]:
+    """AIPerf's exports of one run given together (one folder's files, by name: their detected format), with
+    the inputs.json beside them: one run, as their directory is read."""
+    exports = [name for name in (JSON_FILE, JSONL_FILE, CSV_FILE) if names.get(name) == NAME]
+    inputs = [INPUTS_FILE] if INPUTS_FILE in names and names[INPUTS_FILE] in (None, NAME) else []
+    return [exports + inputs] if exports else []
+
+
 # -- converting -----------------------------------------------------------------------------
 
 
@@ -110,12 +131,12 @@ def convert(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
     data = _read(source.path)
     head = data[:4096].lstrip()
     if _is_jsonl(head):
-        yield from _jsonl_records(data, source.path.name, None, declared)
+        yield from _jsonl_records(data, source.path.name, None, declared, _no_inputs)
     elif head.startswith(b"{"):
-        run, record = _summary_from_json(_json(data, source.path.name), declared)
+        run, record = _summary_from_json(_json(data, source.path.name), declared, _no_inputs)
         yield record
     elif _is_csv(head) or head.startswith(b"Metric,"):
-        yield _summary_from_csv(data, source.path.name, declared)
+        yield _summary_from_csv(data, source.path.name, declared, _no_inputs)
     else:
         raise FormatError("not an AIPerf export (profile_export_aiperf.json/.csv or profile_export.jsonl)", "")
 
@@ -124,23 +145,57 @@ def _directory(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
     """One run per folder that holds AIPerf's exports (a sweep keeps one folder per load point)."""
     folders: dict[Path, dict[str, Path]] = {}
     for path in source.files:
-        if path.name in (JSON_FILE, JSONL_FILE, CSV_FILE):
+        if path.name in (JSON_FILE, JSONL_FILE, CSV_FILE, INPUTS_FILE):
             folders.setdefault(path.parent, {})[path.name] = path
+    folders = {folder: files for folder, files in folders.items() if files.keys() - {INPUTS_FILE}}
     if not folders:
         raise FormatError(f"no {JSON_FILE} or {JSONL_FILE} in the directory", source.path.name)
     for folder in sorted(folders):
         files = folders[folder]
         where = str(folder.relative_to(source.path)) if folder != source.path else source.path.name
+
+        def inputs_model(files: dict[str, Path] = files, where: str = where) -> str:
+            return _inputs_model(files[INPUTS_FILE], f"{where}/{INPUTS_FILE}") if INPUTS_FILE in files else ""
+
         run = None
         if JSON_FILE in files:
-            run, summary = _summary_from_json(_json(_read(files[JSON_FILE]), f"{where}/{JSON_FILE}"), declared)
+            data = _json(_read(files[JSON_FILE]), f"{where}/{JSON_FILE}")
+            run, summary = _summary_from_json(data, declared, inputs_model)
             yield summary
         elif CSV_FILE in files:  # the CSV only when the JSON is missing: it repeats it, rounded
-            summary = _summary_from_csv(_read(files[CSV_FILE]), f"{where}/{CSV_FILE}", declared)
+            summary = _summary_from_csv(_read(files[CSV_FILE]), f"{where}/{CSV_FILE}", declared, inputs_model)
             run = summary["run"]
             yield summary
         if JSONL_FILE in files:
-            yield from _jsonl_records(_read(files[JSONL_FILE]), f"{where}/{JSONL_FILE}", run, declared)
+            data = _read(files[JSONL_FILE])
+            yield from _jsonl_records(data, f"{where}/{JSONL_FILE}", run, declared, inputs_model)
+
+
+def _inputs_model(path: Path, where: str) -> str:
+    """The model(s) AIPerf's inputs.json sends to: {"data": [{"session_id", "payloads": [{"model", …}]}]}."""
+    size = path.stat().st_size
+    if size > MAX_INPUTS_BYTES:
+        raise FormatError(
+            f"{size >> 20} MiB, more than the {MAX_INPUTS_BYTES >> 20} MiB kvlab reads for the model", where
+        )
+    value = _json(_read(path), where)
+    sessions = value.get("data")
+    if not isinstance(sessions, list):
+        raise FormatError('not AIPerf\'s inputs file (no "data" list of sessions)', where)
+    names: list[str] = []
+    for session in sessions:
+        payloads = session.get("payloads") if isinstance(session, dict) else None
+        for payload in payloads if isinstance(payloads, list) else ():
+            name = payload.get("model") if isinstance(payload, dict) else None
+            if isinstance(name, str) and name and name not in names:
+                names.append(name)
+                if len(names) == MAX_MODELS:
+                    return ", ".join(names)
+    return ", ".join(names)
+
+
+def _no_inputs() -> str:
+    return ""
 
 
 def _read(path: Path) -> bytes:
@@ -248,7 +303,9 @@ def _summary(
     return summary
 
 
-def _summary_from_json(data: dict[str, Any], declared: Declared) -> tuple[dict[str, Any], dict[str, Any]]:
+def _summary_from_json(
+    data: dict[str, Any], declared: Declared, inputs_model: Callable[[], str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     where = JSON_FILE
     if isinstance(data.get("records"), dict):  # the pre-release layout, keyed by display name
         metrics = {_tag(name): value for name, value in data["records"].items() if isinstance(value, dict)}
@@ -269,7 +326,7 @@ def _summary_from_json(data: dict[str, Any], declared: Declared) -> tuple[dict[s
     version = data.get("schema_version")
     run = _run(
         declared,
-        model=_model(config),
+        model=_model(config) or _model_unless_declared(declared, inputs_model),
         gpu=_gpu_from_telemetry(data.get("telemetry_data")),
         workload=_workload(config, run_info),
         started_at=start,
@@ -292,7 +349,7 @@ def _summary_from_json(data: dict[str, Any], declared: Declared) -> tuple[dict[s
     return run, {"schema": SCHEMA_V2, "run": run, "summary": summary, "extra": _bounded(unmapped)}
 
 
-def _summary_from_csv(data: bytes, where: str, declared: Declared) -> dict[str, Any]:
+def _summary_from_csv(data: bytes, where: str, declared: Declared, inputs_model: Callable[[], str]) -> dict[str, Any]:
     try:
         rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
     except (UnicodeDecodeError, csv.Error) as exc:
@@ -331,7 +388,7 @@ def _summary_from_csv(data: bytes, where: str, declared: Declared) -> dict[str, 
     has_sum = b",sum," in data.split(b"\n", 1)[0]
     run = _run(
         declared,
-        model="",
+        model=_model_unless_declared(declared, inputs_model),
         gpu=_gpu_label([gpu.split(":", 1)[1] for gpu in gpus]),
         workload={},
         started_at=None,
@@ -390,6 +447,8 @@ def _run(
     provenance: dict[str, str] = {"id": "derived"}
     run: dict[str, Any] = {"source": "imported"}
     declare(run, provenance, declared, model=model, gpu=gpu)
+    if "model" not in run:
+        raise no_model(NO_MODEL)
     run["workload"] = workload
     for key in workload:
         provenance[key] = "file"
@@ -407,6 +466,11 @@ def _run(
     )
     run["id"] = f"aiperf-{day}{point}-{digest[:12]}"
     return run
+
+
+def _model_unless_declared(declared: Declared, inputs_model: Callable[[], str]) -> str:
+    """The model inputs.json names, read only when the user declared none (the file is every prompt)."""
+    return "" if declared.model else inputs_model()
 
 
 def _model(config: dict[str, Any]) -> str:
@@ -489,7 +553,9 @@ def _bounded(value: Any, depth: int = 0) -> Any:
 # -- the requests (JSONL) -------------------------------------------------------------------
 
 
-def _jsonl_records(data: bytes, where: str, run: dict[str, Any] | None, declared: Declared) -> Iterator[dict[str, Any]]:
+def _jsonl_records(
+    data: bytes, where: str, run: dict[str, Any] | None, declared: Declared, inputs_model: Callable[[], str]
+) -> Iterator[dict[str, Any]]:
     lines: list[tuple[int, dict[str, Any]]] = []
     for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
@@ -508,7 +574,7 @@ def _jsonl_records(data: bytes, where: str, run: dict[str, Any] | None, declared
         first_ns = min(_ns(v["metadata"].get("request_start_ns"), f"{where}: line {n}") for n, v in lines)
         run = _run(
             declared,
-            model="",
+            model=_model_unless_declared(declared, inputs_model),
             gpu="",
             workload={},
             started_at=datetime.fromtimestamp(first_ns / 1e9, tz=UTC).isoformat(),
@@ -550,7 +616,7 @@ def _request_record(run: dict[str, Any], value: dict[str, Any], where: str) -> d
     if (ttft := metric("time_to_first_token")) is not None:
         request["ttft_s"] = to_s(_required(ttft[0], where, "time_to_first_token"), ttft[1], where)
     for key, tags in (
-        ("prompt_tokens", ("input_sequence_length",)),
+        ("prompt_tokens", ("input_sequence_length", "error_isl")),  # error_isl: a failed request's prompt
         ("output_tokens", ("output_sequence_length", "output_token_count")),
     ):
         for tag in tags:

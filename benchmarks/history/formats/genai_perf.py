@@ -15,7 +15,10 @@ computes those with a tokenizer into another file). Times are nanoseconds since 
 TTFT is the first response's time after the request's, the elapsed time the last one's, the
 inter-token latencies the gaps between responses (one per streamed chunk). Token counts come
 only from a response's ``usage`` object when the server sent one; kvlab does not tokenise.
-A request with no response, or whose response is an error object, is a failed request.
+A request with no response, or whose response is an error object, is a failed request
+(perf_analyzer records no request whose HTTP status was an error: src/infer_context.cc). An
+artifact directory (or the files given together) is read for its ``profile_export.json`` alone:
+GenAI-Perf's own aggregates and inputs beside it are not read.
 Prompts and generated text are not kept (their lengths are).
 """
 
@@ -23,37 +26,64 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
 
-from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare
+from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare, no_model
 
 NAME = "genai-perf"
 MAX_ERROR_CHARS = 2000
+EXPORT_FILE = "profile_export.json"
+# What GenAI-Perf writes beside it, not read: its own aggregates (computed with a tokenizer) and inputs.
+COMPANIONS = ("profile_export_genai_perf.json", "profile_export_genai_perf.csv", "inputs.json", "llm_inputs.json")
 
 _HEAD = re.compile(rb'^\s*\{\s*"experiments"\s*:\s*\[\s*(\]|\{\s*"experiment"\s*:\s*\{\s*"mode")')
 
 
 def sniff(sample: Sample) -> bool:
-    return not sample.is_dir and bool(_HEAD.match(sample.head))
+    if sample.is_dir:
+        return any(Path(name).name == EXPORT_FILE for name in sample.names)
+    return bool(_HEAD.match(sample.head))
+
+
+def joins(names: Mapping[str, str | None]) -> list[list[str]]:
+    """profile_export.json given with the files GenAI-Perf writes beside it (one folder's files, by name:
+    their detected format): one input, as their directory is read (only profile_export.json is read)."""
+    if names.get(EXPORT_FILE) != NAME:
+        return []
+    return [[EXPORT_FILE, *(name for name in COMPANIONS if name in names and names[name] in (None, NAME))]]
 
 
 def convert(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
-    with source.path.open("rb") as handle:
+    if not source.files:
+        yield from _export(source.path, "", declared)
+        return
+    exports = [path for path in source.files if path.name == EXPORT_FILE]
+    if not exports:
+        raise FormatError(f"no {EXPORT_FILE} in the directory", source.path.name)
+    for path in exports:  # an artifact directory each; GenAI-Perf's own aggregates beside it are not read
+        name = str(path.relative_to(source.path)) if path.is_relative_to(source.path) else path.name
+        yield from _export(path, f"{name}: ", declared)
+
+
+def _export(path: Path, prefix: str, declared: Declared) -> Iterator[dict[str, Any]]:
+    """One profile_export.json's runs; prefix names the file within a directory ("" for a file alone)."""
+    with path.open("rb") as handle:
         data = handle.read()
     try:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise FormatError(f"not valid JSON: {exc}", source.path.name) from None
+        raise FormatError(f"not valid JSON: {exc}", prefix.removesuffix(": ") or path.name) from None
     if not isinstance(document, dict) or not isinstance(document.get("experiments"), list):
-        raise FormatError("missing or not a list", "experiments")
+        raise FormatError("missing or not a list", f"{prefix}experiments")
     if not document["experiments"]:
-        raise FormatError("no experiments: nothing to import", "experiments")
+        raise FormatError("no experiments: nothing to import", f"{prefix}experiments")
     for index, experiment in enumerate(document["experiments"]):
-        yield from _experiment(document, experiment, f"experiments[{index}]", declared)
+        yield from _experiment(document, experiment, f"{prefix}experiments[{index}]", declared)
 
 
 def _ns(value: Any, where: str) -> int:
@@ -95,6 +125,8 @@ def _experiment(document: dict[str, Any], experiment: Any, where: str, declared:
     run: dict[str, Any] = {"source": "imported", "workload": workload}
     model = _model(requests[0])
     declare(run, provenance, declared, model=model)
+    if "model" not in run:
+        raise no_model("GenAI-Perf writes it in each request's payload (request_inputs.payload's \"model\")", where)
     run["started_at"] = _iso(min(starts))
     run["wall_s"] = (max(ends) - min(starts)) / 1e9
     version = document.get("version")

@@ -35,7 +35,7 @@ from typing import Any
 
 import orjson
 
-from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare
+from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare, no_model
 
 NAME = "guidellm"
 
@@ -257,6 +257,12 @@ def _run(
     run: dict[str, Any] = {"source": "imported", "workload": workload}
     model = _model(benchmark, report_args)
     declare(run, provenance, declared, model=model)
+    if "model" not in run:
+        raise no_model(
+            "GuideLLM writes it in each benchmark's config.backend.model (worker.backend_model before 0.4) and the "
+            "report's args.model (config.spec.backend.model in version 2)",
+            where,
+        )
     if (started := _iso(start)) is not None:
         run["started_at"], provenance["started_at"] = started, "file"
     if duration is not None:

@@ -20,7 +20,7 @@ results directory,
   the request's streaming time over its output tokens, TTFT included — the token counts and
   ``request_output_throughput_token_per_s``).
 
-A summary with its responses file (a directory, or the two files given together) is one run:
+A summary with its responses file (a directory, or the two files given together: ``joins``) is one run:
 llmperf's own aggregates as its summary, its requests as request records. A summary alone is a
 summary-only run with the same id. A responses file alone lacks the model and the load, so it
 is refused, saying which summary it needs.
@@ -34,7 +34,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,17 @@ def sniff(sample: Sample) -> bool:
     return False
 
 
+def joins(names: Mapping[str, str | None]) -> list[list[str]]:
+    """Each summary given with its responses file (one folder's files, by name: their detected format):
+    one run, as their directory is read."""
+    pairs = []
+    for name, detected in names.items():
+        partner = name.removesuffix(SUMMARY_SUFFIX) + RESPONSES_SUFFIX
+        if detected == NAME and name.endswith(SUMMARY_SUFFIX) and names.get(partner) == NAME:
+            pairs.append([name, partner])
+    return pairs
+
+
 def convert(source: Source, declared: Declared) -> Iterator[dict[str, object]]:
     """One run per summary file, joined with its responses file where it was given."""
     files = list(source.files) or [source.path]
@@ -103,7 +114,7 @@ def convert(source: Source, declared: Declared) -> Iterator[dict[str, object]]:
         if prefix not in summaries:
             raise FormatError(
                 f"llmperf's individual responses need their summary ({prefix or '…'}{SUMMARY_SUFFIX}): it holds "
-                "the model, the concurrency and the run's time; give both files or their directory",
+                "the model, the concurrency and the run's time; give both files together, or their directory",
                 path.name,
             )
     if not summaries:

@@ -12,6 +12,11 @@ per line, so the reader validates them exactly like kvlab's own lines (all-or-no
 idempotent, constant memory). orjson writes a non-finite float (a tool's NaN or
 Infinity) as null: "not known" (see docs/record-schema.md).
 
+`join_given(paths)` joins the files given together (one command line, one upload) that are
+one tool's run, as that tool's directory read joins them (an llmperf summary and its responses,
+AIPerf's exports and inputs.json, a vLLM sweep's run files and summary): a format module that
+joins files exposes ``joins(names) -> list[list[str]]`` over the names of one folder's files.
+
 Format modules are imported lazily and tolerantly: one that is missing or fails to
 import is left out (and logged), the others work.
 """
@@ -21,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -150,18 +155,91 @@ def detect_sample(sample: Sample) -> str | None:
 # --- the input as kvlab JSONL ------------------------------------------------------------
 
 
-def input_identity(path: Path) -> tuple[str, int]:
-    """(sha256, size) of an input: a file's bytes; for a directory, its files' paths and bytes."""
+def input_identity(path: Path, files: Sequence[Path] = ()) -> tuple[str, int]:
+    """(sha256, size) of an input: a file's bytes; for a directory, its files' paths and bytes (for files
+    given together, those files in the folder they share: the identity of a directory holding just them)."""
     if not path.is_dir():
         with path.open("rb") as fh:
             return hashlib.file_digest(fh, "sha256").hexdigest(), path.stat().st_size
     digest, size = hashlib.sha256(), 0
-    for file in files_of(path):
+    for file in sorted(files, key=lambda p: p.name) if files else files_of(path):
         with file.open("rb") as fh:
             digest.update(str(file.relative_to(path)).encode("utf-8", "surrogateescape") + b"\0")
             digest.update(hashlib.file_digest(fh, "sha256").digest())
         size += file.stat().st_size
     return digest.hexdigest(), size
+
+
+# --- files given together --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Joined:
+    """Files given together that are one tool's run: read as the folder they share, holding just them."""
+
+    format: str
+    folder: Path
+    files: tuple[Path, ...]  # in the folder, in the order given
+    given: tuple[Path, ...]  # the same files as they were given
+
+
+def join_given(paths: Sequence[Path], format: str | None = None) -> list[Path | Joined]:
+    """The given files as inputs, in the order given: the files of one tool's run (in one folder, as that
+    tool's directory read joins them) are one Joined input; every other file is an input of its own.
+
+    Each file's format is detected from its content (or forced by name); a format's ``joins`` then names
+    the files of one folder that are one run. Only files of one folder join: a folder holds one name once.
+    """
+    if format is not None:
+        by_name(format)
+    if len(paths) < 2:
+        return list(paths)
+    folders: dict[Path, list[Path]] = {}
+    for path in paths:
+        folders.setdefault(path.resolve().parent, []).append(path)
+    joined_of: dict[Path, Joined] = {}
+    for members in folders.values():
+        if len(members) < 2:
+            continue
+        named = {path.name: path for path in members}
+        if len(named) < len(members):  # the same file given twice, or through two paths: each stays alone
+            continue
+        detected = {name: format or detect(path) for name, path in named.items()}
+        for name, group in _groups(detected):
+            given = [path for path in members if path.name in group]
+            folder = given[0].parent  # as typed; every member lies in it (the same resolved folder)
+            joined = Joined(name, folder, tuple(folder / path.name for path in given), tuple(given))
+            joined_of.update(dict.fromkeys(given, joined))
+    inputs: list[Path | Joined] = []
+    for path in paths:
+        joined = joined_of.get(path)
+        if joined is None:
+            inputs.append(path)
+        elif joined not in inputs:
+            inputs.append(joined)
+    return inputs
+
+
+def _groups(detected: Mapping[str, str | None]) -> list[tuple[str, set[str]]]:
+    """(format, names) for each run the formats' ``joins`` find among one folder's files."""
+    left = dict(detected)
+    groups: list[tuple[str, set[str]]] = []
+    for module in formats():
+        joins = getattr(module, "joins", None)
+        if joins is None:
+            continue
+        try:
+            found = joins(left)
+        except Exception:  # a joiner that trips on odd names does not decide for the others
+            log.warning("%s.joins failed", module.NAME, exc_info=True)
+            continue
+        for names in found:
+            group = {name for name in names if name in left}
+            if len(group) > 1:
+                groups.append((module.NAME, group))
+                for name in group:
+                    del left[name]
+    return groups
 
 
 @dataclass
@@ -183,6 +261,7 @@ class InputStream:
     path: Path
     declared: Declared
     format: str
+    files: tuple[Path, ...] = ()  # files given together, read as the folder `path` holding just them
     error: LineError | None = None
     segments: list[_Segment] = field(default_factory=list)
     _lines: int = 0
@@ -228,7 +307,7 @@ class InputStream:
         if format is None or format == KVLAB:
             yield from self._kvlab_file(path)
             return
-        yield from self._converted(path, format)
+        yield from self._converted(path, format, self.files if path == self.path else ())
 
     def _kvlab_file(self, path: Path) -> Iterator[bytes]:
         self.segments.append(_Segment(self._lines + 1, str(path), converted=False))
@@ -244,11 +323,11 @@ class InputStream:
             self._lines += 1
             yield b"\n"
 
-    def _converted(self, path: Path, format: str) -> Iterator[bytes]:
+    def _converted(self, path: Path, format: str, files: tuple[Path, ...] = ()) -> Iterator[bytes]:
         module = by_name(format)
         assert module is not None
         self.segments.append(_Segment(self._lines + 1, str(path), converted=True))
-        source = Source(path, files_of(path) if path.is_dir() else ())
+        source = Source(path, files or (files_of(path) if path.is_dir() else ()))
         n = 0
         try:
             for record in module.convert(source, self.declared):
@@ -275,13 +354,20 @@ def _serialise(record: Any, n: int) -> bytes:
         raise FormatError(f"record {n} cannot be written as JSON: {exc}") from None
 
 
-def open_input(path: Path, declared: Declared, format: str | None = None) -> tuple[str, IO[bytes] | InputStream]:
+def open_input(
+    path: Path, declared: Declared, format: str | None = None, files: Sequence[Path] = ()
+) -> tuple[str, IO[bytes] | InputStream]:
     """(the format, the input as kvlab JSONL). A kvlab file is opened as it is (the fast path).
 
-    format forces a format by name; FormatError when it names none.
+    format forces a format by name; FormatError when it names none. files: files given together (a
+    Joined input), read with format as the folder `path` holding just them.
     """
     if format is not None:
         by_name(format)
+    if files:
+        if format is None:
+            raise FormatError("files given together are read as one format: name it")
+        return format, InputStream(path, declared, format, tuple(files))
     detected = format or detect(path)
     if detected in (None, KVLAB) and not path.is_dir():
         return KVLAB, path.open("rb")

@@ -12,7 +12,9 @@ What SGLang writes (sgl-project/sglang: ``python/sglang/bench_serving.py`` at 00
   ``completed``, token totals, throughputs per second, ``mean|median|std|pNN_<ttft|tpot|itl|
   e2e_latency>_ms`` in milliseconds, and ``concurrency`` — the *measured* mean number of requests
   in flight (Σ latencies / duration), not a setting.
-* No model, date or request count in older releases: only successful requests are counted.
+* No model, date or request count in older releases: only successful requests are counted. A run
+  whose every request failed is still written ("All requests failed" is a warning), with
+  ``completed`` 0 and NaN E2E statistics: a failed run of at least one request.
 * ``--output-details``: per-request arrays as vLLM's (``input_lens``, ``output_lens``, ``ttfts``,
   ``itls``, ``generated_texts``, ``errors``), times in seconds.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from . import SCHEMA_V2, Declared, FormatError, Sample, Source
+from . import SCHEMA_V2, Declared, FormatError, Sample, Source, no_model
 from .vllm import (
     aggregates,
     count,
@@ -116,6 +118,16 @@ def _run_records(obj: dict[str, Any], run_id: str, at: str, declared: Declared) 
         summary["n_requests"] = len(requests)
         summary["n_failed"] = len(requests) - completed
         provenance["summary.n_requests"] = "derived"  # counted from the per-request arrays
+    elif completed == 0:
+        # Every request failed ("All requests failed" is only a warning; the line is still written), but
+        # SGLang writes no count of them. A line is written only after at least one request ran
+        # (benchmark() warms up with the dataset's first), so 1 failed is the count's lower bound.
+        summary["n_requests"] = summary["n_failed"] = 1
+        provenance["summary.n_requests"] = provenance["summary.n_failed"] = "derived"
+        extra["n_requests_lower_bound"] = (
+            "SGLang records no request count and completed is 0: at least one request ran and none succeeded "
+            "(1 is that lower bound; --output-details records every request)"
+        )
     else:
         # SGLang counts only the requests that succeeded; how many failed is not recorded.
         summary["n_requests"] = completed
@@ -136,4 +148,8 @@ def _model(server_info: dict[str, Any], declared: Declared, provenance: dict[str
     if declared.model:
         provenance["model"] = "declared"
         return declared.model
-    raise FormatError("the SGLang result names no model (no server_info): declare it", at)
+    raise no_model(
+        "SGLang writes it in server_info (served_model_name, model_path), which older releases leave out and "
+        "is null when the server did not answer /server_info",
+        at,
+    )

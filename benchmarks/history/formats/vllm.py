@@ -31,12 +31,12 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from . import SCHEMA_V2, Declared, FormatError, Sample, Source
+from . import SCHEMA_V2, Declared, FormatError, Sample, Source, no_model
 
 NAME = "vllm"
 FORMAT_SERVE = "vllm bench serve"
@@ -103,6 +103,22 @@ def sniff(sample: Sample) -> bool:
         and all(key in head for key in (b'"model_id"', b'"num_prompts"', b'"completed"', b'"duration"'))
         and b'"total_output_tokens_retokenized"' not in head  # SGLang's
     )
+
+
+def joins(names: Mapping[str, str | None]) -> list[list[str]]:
+    """A sweep combination's files given together (one folder's files, by name: their detected format):
+    its run=N.json and summary.json, with the warm-up and failure files its directory read skips."""
+    results = [name for name, detected in names.items() if detected == NAME and _RUN_FILE.search(name)]
+    if names.get("summary.json") == NAME:
+        results.append("summary.json")
+    if not results:
+        return []
+    skipped = [
+        name
+        for name, detected in names.items()
+        if _SKIPPED_IN_SWEEP.search(name) and detected in (None, NAME) and name not in results
+    ]
+    return [results + skipped]
 
 
 # --- converting --------------------------------------------------------------------
@@ -351,7 +367,7 @@ def _model(obj: dict[str, Any], keys: tuple[str, ...], declared: Declared, prove
     if declared.model:
         provenance["model"] = "declared"
         return declared.model
-    raise FormatError(f"no model in the file ({' or '.join(map(repr, keys))}): declare it", at)
+    raise no_model(f"vLLM writes it as {' and '.join(map(repr, keys))}, both missing or empty here", at)
 
 
 def aggregates(obj: dict[str, Any], at: str, consumed: set[str], *, request_rate_key: str) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """python manage.py import_bench INPUT... — import benchmark results (files or directories), each all-or-nothing.
 
 An input is kvlab JSONL (kvlab.bench/1, kvlab.bench/2, the flat lab shape) or any other tool's
-file or directory that kvlab reads (benchmarks/history/formats), detected from its content.
+file or directory that kvlab reads (benchmarks/history/formats), detected from its content. The
+files of one tool's run given together (an llmperf summary and its responses, AIPerf's exports and
+inputs.json) are one input, read as their directory would be (registry.join_given).
 """
 
 from __future__ import annotations
@@ -39,7 +41,11 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("files", nargs="+", help="files or directories; '-' reads standard input")
+        parser.add_argument(
+            "files",
+            nargs="+",
+            help="files or directories; '-' reads standard input; the files of one run given together are joined",
+        )
         parser.add_argument(
             "--if-new",
             action="store_true",
@@ -72,17 +78,39 @@ class Command(BaseCommand):
         server_log = self._server_log(options["server_log"])
         origin = FileImport.Origin.DEMO if demo else FileImport.Origin.COMMAND
         self.as_json = options["json"]
+        inputs = self._inputs(files, fmt)
         failed = 0
-        for name in files:
-            if if_new and name != "-" and self._imported_before(Path(name)):
+        for name, given in inputs:
+            if if_new and given is not None and self._imported_before(given):
                 self._skipped(name)
                 continue
-            result = self._import(name, origin, declared, fmt, server_log)
+            result = self._import(name, given, origin, declared, fmt, server_log)
             self.report(name, result)
             failed += result.status == FileImport.Status.REJECTED
         self._catch_up()
         if failed:
-            raise CommandError(f"{failed} of {len(files)} file(s) rejected; nothing from them was stored")
+            raise CommandError(f"{failed} of {len(inputs)} input(s) rejected; nothing from them was stored")
+
+    def _inputs(self, names: list[str], fmt: str | None) -> list[tuple[str, Path | registry.Joined | None]]:
+        """(name, input) in the order given: standard input (None), a directory, a file, or the files of one
+        run given together (registry.join_given: read as their directory), named by their names joined."""
+        for name in names:
+            if name != "-" and not Path(name).exists():
+                raise CommandError(f"{name}: No such file or directory")
+        files = [Path(name) for name in names if name != "-" and not Path(name).is_dir()]
+        try:
+            joined = {path: given for given in registry.join_given(files, fmt) if isinstance(given, registry.Joined)
+                      for path in given.given}  # fmt: skip
+        except OSError as exc:
+            raise CommandError(f"{exc.filename}: {exc.strerror}") from None
+        inputs: list[tuple[str, Path | registry.Joined | None]] = []
+        for name in names:
+            given = joined.get(Path(name)) if name != "-" else None
+            if given is None:
+                inputs.append((name, None if name == "-" else Path(name)))
+            elif given.given[0] == Path(name):
+                inputs.append((", ".join(map(str, given.given)), given))
+        return inputs
 
     def _catch_up(self) -> None:
         """A large import left its runs for the worker to count into the timeline and the regressions page
@@ -97,16 +125,21 @@ class Command(BaseCommand):
         self.stderr.write(f"timeline and regressions brought up to date: {counted:,} runs in {took:.1f} s")
 
     def _import(
-        self, name: str, origin: str, declared: Declared, fmt: str | None, server_log: ServerLog | None
+        self,
+        name: str,
+        given: Path | registry.Joined | None,
+        origin: str,
+        declared: Declared,
+        fmt: str | None,
+        server_log: ServerLog | None,
     ) -> FileImport:
         common: dict[str, Any] = {"origin": origin, "declared": declared, "server_log": server_log}
-        if name == "-":
+        if given is None:
             return self._import_stdin(fmt, common)
-        path = Path(name)
-        if not path.exists():
-            raise CommandError(f"{name}: No such file or directory")
         try:
-            return import_path(path, format=fmt, filename=name, **common)
+            if isinstance(given, registry.Joined):
+                return import_path(given.folder, format=given.format, files=given.files, filename=name, **common)
+            return import_path(given, format=fmt, filename=name, **common)
         except OSError as exc:
             raise CommandError(f"{name}: {exc.strerror}") from None
 
@@ -136,11 +169,14 @@ class Command(BaseCommand):
             raise CommandError(f"--server-log {name}: {exc.strerror}") from None
         return read_server_log(text)
 
-    def _imported_before(self, path: Path) -> bool:
-        try:
-            digest = registry.input_identity(path)[0]  # streamed: a file of any size in constant memory
+    def _imported_before(self, given: Path | registry.Joined) -> bool:
+        try:  # streamed: a file of any size in constant memory
+            if isinstance(given, registry.Joined):
+                digest = registry.input_identity(given.folder, given.files)[0]
+            else:
+                digest = registry.input_identity(given)[0]
         except OSError as exc:
-            raise CommandError(f"{path}: {exc.strerror}") from None
+            raise CommandError(f"{exc.filename}: {exc.strerror}") from None
         return FileImport.objects.filter(sha256=digest, status=FileImport.Status.IMPORTED).exists()
 
     def _skipped(self, name: str) -> None:
