@@ -13,7 +13,7 @@ import functools
 import html
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -32,6 +32,9 @@ MARKED_POINTS = 50
 # A reduced timeline (timeline_reduced) of more buckets than this draws its strokes without a marker at each
 # end: the overview of a million runs held 810 buckets, whose 1,600 markers were ~100 ms of its paint.
 MARKED_BUCKETS = 300
+# The compare chart's strips draw each point up to this many in all; past it each box only its points beyond the
+# whiskers: a point is an SVG node to paint (10,000 took Chromium 1.3-2.6 s here, their boxes and outliers 0.4-0.8 s).
+DRAWN_STRIP_POINTS = 1000
 MAX_LINES = 50  # lines drawn one by one in a timeline: the rest as one trace of points (_timeline_traces)
 # Past MAX_LINES, a group of fewer runs than this is a point, not a line: it joins the grey points (its hover
 # names it) rather than take a trace and a legend entry of its own (_timeline_traces).
@@ -499,12 +502,21 @@ def _markers(
 COMPARE_METRICS = ("success", "tok_s", "throughput", "ttft_p95", "e2e_p95", "itl_p95")
 
 
-def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, bool, float | None]]) -> dict[str, Any]:
+def compare(
+    runs: Sequence[Mapping[str, Any]],
+    requests: Iterable[tuple[int, bool, float | None]],
+    *,
+    stored: set[int] | None = None,
+    sampled: Collection[int] = (),
+) -> dict[str, Any]:
     """Grouped bars of the runs' metrics, one panel per metric, and per-request tok/s strips.
 
     Nothing is drawn as a number it is not: a metric no run recorded is a panel saying
     "not recorded" (no axes of arbitrary ticks), a missing bar says why (failed, not
     recorded), and a 0 % success rate is a red mark at zero with its count.
+    `requests`: (run id, ok, tok/s) of the requests the strips draw; `stored`: the runs that store
+    any request (else those `requests` name); `sampled`: the runs whose `requests` are a sample (the
+    axis says so). Past DRAWN_STRIP_POINTS points in all, each box shows only its points beyond the whiskers.
     """
     names = [literal(f"{r['label'] or r['key']} ({r['key']})") for r in runs]
     failed = [outcome_of(r["n_ok"], r["n_requests"]) == FAILED for r in runs]
@@ -574,21 +586,23 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
                     }
                 )
     per_run: dict[int, list[float]] = {r["pk"]: [] for r in runs}
-    stored: set[int] = set()  # runs with a request row
+    named: set[int] = set()  # runs with a request row among `requests`
     for run_id, ok, tok_s in requests:
-        stored.add(run_id)
+        named.add(run_id)
         if ok and tok_s is not None and run_id in per_run:
             per_run[run_id].append(tok_s)
+    stored = named if stored is None else stored
     box = panels + 1
+    n_points = sum(len(rates) for rates in per_run.values())
     for run, name, run_failed in zip(runs, names, failed, strict=True):
         rates = per_run[run["pk"]]
         traces.append(
             {
                 "type": "box",
                 "name": name,
-                "x": [name] * len(rates),
+                "x0": name,  # the run's category: one name for the trace, not one a point
                 "y": rates,
-                "boxpoints": "all",
+                "boxpoints": "all" if n_points <= DRAWN_STRIP_POINTS else "outliers",
                 "pointpos": 0,
                 "jitter": 0.3,
                 "line": {"width": 1},
@@ -615,7 +629,8 @@ def compare(runs: Sequence[Mapping[str, Any]], requests: Iterable[tuple[int, boo
         "categoryorder": "array",
         "categoryarray": names,  # a failed run keeps its (empty) place
     }
-    layout[f"yaxis{box}"] = {"domain": [0, 0.42], "title": {"text": "per-request decode tok/s (ok requests)"}}
+    strips = "per-request decode tok/s (ok requests" + (", a sample)" if any(sampled) else ")")
+    layout[f"yaxis{box}"] = {"domain": [0, 0.42], "title": {"text": strips}}
     if not any(per_run.values()):
         annotations.append(_panel_note("not recorded", f"x{box}", f"y{box}"))
         _hide_axes(layout, box)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import csv
 import io
+from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, F, Max, Min, Q, Subquery
+from django.db.models import Avg, Count, F, Max, Min, OuterRef, Q, Subquery
 from django.db.models.fields.json import KT
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -20,7 +21,7 @@ from django.views.decorators.http import require_GET
 
 from kvlab.http import HtmxHttpRequest
 
-from ..history import derived, sources
+from ..history import derived, sampling, sources
 from ..history.forms import CompareForm
 from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
@@ -183,6 +184,11 @@ def _flat_bucket(bucket: dict[str, Any], metric: figures.Metric, grouping: str, 
     }
 
 
+# The compare chart's box points, its runs together (history.views.DISTRIBUTION_SAMPLE, the run page's
+# sample): each run an even sample of its ok requests past its share; the page says so.
+COMPARE_BOX_POINTS = 10_000
+
+
 @require_GET
 def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
     form = CompareForm(request.GET)
@@ -191,10 +197,16 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
         return _render(request, "charts/compare.html", context, status=400)
     ids = form.cleaned_data["run"]
     values = {f"value_{k}": F(figures.METRICS[k].column) for k in figures.COMPARE_METRICS}
+    last_seq = RequestResult.objects.filter(run_id=OuterRef("pk")).order_by("-seq").values("seq")[:1]
     found = {
         r["pk"]: r
         for r in with_success_rate(Run.objects.filter(pk__in=ids)).values(
-            *VALUE_FIELDS, *TOOL_FIELDS, "provenance", **values, has_summary=Q(summary__isnull=False)
+            *VALUE_FIELDS,
+            *TOOL_FIELDS,
+            "provenance",
+            **values,
+            has_summary=Q(summary__isnull=False),
+            last_seq=Subquery(last_seq),  # its requests' span (one seek), and whether it stores any
         )
     }
     missing = [i for i in ids if i not in found]
@@ -202,12 +214,29 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
         context["missing"] = missing
         return _render(request, "charts/compare.html", context, status=404)
     runs = [found[i] for i in ids]
-    requests = RequestResult.objects.filter(run_id__in=ids).values_list("run_id", "ok", "tok_s")
-    download = _download(request, runs, "compare")
+    download = _download(request, [{k: v for k, v in r.items() if k != "last_seq"} for r in runs], "compare")
     if download:
         return download
+    # Each box an even sample of its run's ok requests (the run page's sampling), the chart's points
+    # shared between its runs: a compare of two million-request runs reads and draws what one of 12 small ones does.
+    spans = {r["pk"]: r["last_seq"] + 1 for r in runs if r["last_seq"] is not None}
+    rows, samples = sampling.ok_sample(spans, {"value": F("tok_s")}, COMPARE_BOX_POINTS // len(runs))
+    drawn = Counter(run_id for run_id, tok_s in rows if tok_s is not None)
+    sampled = [
+        {"run": r, "points": drawn[r["pk"]], "step": samples[r["pk"]].step}
+        for r in runs
+        if r["pk"] in samples and not samples[r["pk"]].whole
+    ]
     context.update(
-        figure=figures.compare(runs, requests),
+        figure=figures.compare(
+            runs,
+            [(run_id, True, tok_s) for run_id, tok_s in rows],
+            stored=set(spans),
+            sampled={s["run"]["pk"] for s in sampled},
+        ),
+        sampled=sampled,
+        outliers_only=sum(drawn.values()) > figures.DRAWN_STRIP_POINTS,
+        strip_points=figures.DRAWN_STRIP_POINTS,
         runs=runs,
         # at most MAX_RUNS values a field: name them all
         workloads_differ=series.describe(series.differences(runs, series.WORKLOAD_FIELDS), CompareForm.MAX_RUNS),

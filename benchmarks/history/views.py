@@ -9,7 +9,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Exists, Expression, F, FloatField, Func, Max, OuterRef, QuerySet, Value
-from django.db.models.functions import Mod
 from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -26,7 +25,7 @@ from kvlab.uploads import SizeLimitUploadHandler, declared_length
 from ..models import FileImport, RequestResult, Run
 from ..templatetags.units import ms, seconds, thousands, tok_s
 from . import forms as filter_forms
-from . import goodput, sources
+from . import goodput, sampling, sources
 from .comparison import compare_rows, compare_warnings, noisy_pairs
 from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm, ValueSearchForm
@@ -254,19 +253,12 @@ class _JsonNumber(Func):
 
 
 def _distribution_sample(run: Run, values: list[Expression]) -> tuple[list[tuple[Any, ...]], int]:
-    """The values of the run's ok requests, for metrics.distribution: all of them, or an even sample.
-
-    A run of up to DISTRIBUTION_SAMPLE requests gives every ok request (exact); a larger one every
-    step-th request by seq (one query, at most DISTRIBUTION_SAMPLE rows, JSON keys read in SQL),
-    so the page costs the same for a million requests as for ten thousand.
-    """
-    step = max(1, -(-run.n_requests // DISTRIBUTION_SAMPLE))
-    ok = run.requests.filter(ok=True).order_by()
-    if step > 1:
-        ok = ok.alias(every=Mod("seq", step)).filter(every=0)
+    """The values of the run's ok requests, for metrics.distribution: all of them, or an even sample
+    (sampling.ok_sample: at most DISTRIBUTION_SAMPLE rows, one seek each, JSON keys read in SQL), so the
+    page costs the same for a million requests as for ten thousand."""
     named = {f"v{i}": value for i, value in enumerate(values)}
-    rows = list(ok.annotate(**named).values_list(*named)[:DISTRIBUTION_SAMPLE])
-    return rows, step
+    rows, samples = sampling.ok_sample({run.pk: run.n_requests}, named, DISTRIBUTION_SAMPLE)
+    return [row[1:] for row in rows], samples[run.pk].step
 
 
 @require_GET
