@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django import forms
+from django.http import QueryDict
 
 from benchmarks.history.metrics import at_rank
 from benchmarks.models import Run
@@ -29,10 +30,10 @@ from .hparams import ModelParams, ModelSpecError, model_params
 from .kv import MAX_CTX, MAX_PARALLEL, ServerFlags
 from .models import GgufHead
 from .placement import tensors as placement_tensors
-from .placement.cpu import MAX_SPEC_CHARS, CpuSpecError, parse_cpu
+from .placement.cpu import MAX_SPEC_CHARS, Cpu, CpuSpecError, parse_cpu
 from .placement.speed import DEFAULT_HOST_BANDWIDTH, DEFAULT_HOST_BANDWIDTH_SOURCE
 from .placement.tensors import WeightTensor
-from .placement.types import MAX_DEVICES, Device, Host, MiB
+from .placement.types import MAX_DEVICES, UINT32_MAX, Device, Host, MiB
 from .report import Sizing, size
 from .server_log import LogError, StartupLog, parse_startup_log
 from .weights import WeightsFigure
@@ -43,15 +44,23 @@ GiB = 1024**3
 MAX_WEIGHTS_BYTES = 1 << 50  # 1 PiB: beyond any model
 # Without a unit, a number this large is bytes; a smaller one is GiB.
 BARE_BYTES_FROM = 1 << 20
-WEIGHT_UNITS = {"b": 1, "bytes": 1, "kib": 1024, "mib": 1024**2, "gib": GiB, "kb": 1000, "mb": 10**6, "gb": 10**9}
-MAX_GPU_MIB = 4_194_304  # 4 TiB: beyond any GPU
-MAX_RAM_MIB = 16 * 1024 * 1024  # 16 TiB of system RAM
-MAX_GBPS = 100_000.0  # GB/s: beyond any memory
+WEIGHT_UNITS = {"b": 1, "bytes": 1, "kib": 1024, "mib": 1024**2, "gib": GiB, "tib": 1024**4}
+WEIGHT_UNITS |= {"kb": 1000, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+# The one set of bounds of the sizing page and kvsize (README, "The sizing inputs"). Memory in whole MiB:
+# below 256 MiB no device or host runs a model with llama.cpp (its CUDA context alone takes more), and a
+# smaller number is GiB typed as MiB; 4 TiB is 14 times the largest GPU (288 GB) and covers unified-memory
+# superchips (GB300's 784 GB); 16 TiB is the largest 8-socket server's RAM and beyond any host kvlab sizes.
+MIN_MEMORY_MIB = 256
+MAX_GPU_MIB = 4_194_304  # 4 TiB
+MAX_RAM_MIB = 16 * 1024 * 1024  # 16 TiB
+# Bandwidth in GB/s: 0.1 is below the slowest RAM a model runs from (a Pi Zero's LPDDR2 gives ~1 GB/s)
+# and keeps the tok/s estimate finite; 100,000 is 12 times B200's HBM3e (8 TB/s).
+MIN_GBPS, MAX_GBPS = 0.1, 100_000.0
+MAX_NUMBER_CHARS = 64  # a number typed in a field: longer is never valid, and is not echoed back
 # The repeated per-GPU query parameters, aligned by position: gpu=ID&gpu_mib=&gpu_used=&gpu_gbps=
 GPU_FIELDS = ("gpu", "gpu_mib", "gpu_used", "gpu_gbps")
 MAX_GPU_VALUES = 4 * MAX_DEVICES  # values read per parameter; more is refused, not parsed
 DEFAULT_RAM_GBPS = DEFAULT_HOST_BANDWIDTH / 1e9
-DEFAULT_FIELDS = {"type_k": "f16", "type_v": "f16", "flash_attn": "auto", "n_ubatch": 512, "prefer": "throughput"}
 
 
 def parse_pasted_metadata(text: str) -> dict[str, Any]:
@@ -88,22 +97,70 @@ def _holds_nul(value: object) -> bool:
 
 
 def parse_weights_size(text: str) -> int:
-    """Bytes from "13.35 GiB", "14,333,922,848", "14333922848 B", "14.3 GB"; a bare small number is GiB."""
-    match = re.fullmatch(r"\s*([\d,_]*\.?\d+)\s*([A-Za-z]*)\s*", text)
+    """Bytes from "13.35 GiB", "13.35GiB", "14,333,922,848", "14333922848 B", "14.3 GB"; a bare number
+    below 1,048,576 is GiB, a larger one bytes. The one parser of the sizing page and kvsize --weights."""
+    match = re.fullmatch(r"\s*(\d[\d,_]{0,39}(?:\.\d{1,12})?|\.\d{1,12})\s*([A-Za-z]{0,8})\s*", text)
     if not match:
-        raise forms.ValidationError("Give the weights' size as a number of GiB (13.35 GiB) or bytes (14,333,922,848).")
+        raise forms.ValidationError(
+            "Give the weights' size as a number of GiB (13.35 GiB), GB (14.3 GB) or bytes (14,333,922,848)."
+        )
     number_text, unit = match.group(1).replace(",", "").replace("_", ""), match.group(2).lower()
     try:
         number = Decimal(number_text)
     except InvalidOperation:
-        raise forms.ValidationError(f"{text!r} is not a number.") from None
+        raise forms.ValidationError(f"{number_text!r} is not a number.") from None
     if unit and unit not in WEIGHT_UNITS:
-        raise forms.ValidationError(f"Unknown unit {match.group(2)!r}: use GiB, MiB, GB or B (bytes).")
+        raise forms.ValidationError(f"Unknown unit {match.group(2)!r}: use TiB, GiB, MiB, KiB, TB, GB, MB, kB or B.")
     scale = WEIGHT_UNITS[unit] if unit else (1 if number >= BARE_BYTES_FROM else GiB)
     value = int(number * scale)
     if not 0 < value <= MAX_WEIGHTS_BYTES:
         raise forms.ValidationError("The weights' size must be above 0 and at most 1 PiB.")
     return value
+
+
+def _whole(text: str) -> int | None:
+    """A whole number as people write one ("16384", "16,384", "16_384"), or None."""
+    return int(text.replace(",", "").replace("_", "")) if re.fullmatch(r"\d[\d,_]{0,15}", text) else None
+
+
+def parse_mib(text: str, what: str, high: int) -> int:
+    """A memory size in whole MiB, MIN_MEMORY_MIB to high; the message says when it looks like GiB."""
+    value = _whole(text.strip())
+    if value is None or not MIN_MEMORY_MIB <= value <= high:
+        hint = ""
+        if value is not None and 0 < value < MIN_MEMORY_MIB:
+            hint = f" ({value} looks like GiB: {value} GiB is {value * 1024:,} MiB)"
+        raise forms.ValidationError(f"{what} must be a whole number of MiB from {MIN_MEMORY_MIB} to {high:,}{hint}.")
+    return value
+
+
+def parse_gbps(text: str, what: str) -> float:
+    """A bandwidth in GB/s, a plain decimal number from MIN_GBPS to MAX_GBPS (no exponent, no inf or nan)."""
+    text = text.strip()
+    ok = re.fullmatch(r"\d{1,7}(\.\d{0,6})?|\.\d{1,6}", text)
+    value = float(text) if ok else -1.0
+    if not MIN_GBPS <= value <= MAX_GBPS:
+        raise forms.ValidationError(f"{what}: the bandwidth must be a number of GB/s from 0.1 to {MAX_GBPS:,.0f}.")
+    return value
+
+
+class RepeatedValues(forms.Field):
+    """A repeated query parameter (gpu=…&gpu=…) as a list of strings: at most MAX_GPU_VALUES, no NUL."""
+
+    widget = forms.MultipleHiddenInput
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(required=False, **kwargs)
+
+    def to_python(self, value: Any) -> list[str]:
+        if value in self.empty_values:
+            return []
+        values = [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+        if len(values) > MAX_GPU_VALUES:
+            raise forms.ValidationError(f"At most {MAX_DEVICES} GPUs (llama.cpp's llama_max_devices).")
+        if any("\0" in v for v in values):
+            raise forms.ValidationError("A GPU field holds a NUL character (%00); remove it.")
+        return values
 
 
 @dataclass
@@ -178,6 +235,17 @@ def weights_source_label(figure: WeightsFigure) -> str:
 
 
 UPLOADED_TABLE = "the uploaded head's tensor table"  # the tensors' source when they are a GGUF's own
+CACHE_TYPE_REFUSAL = "unknown cache type (llama-server takes " + ", ".join(KV_CACHE_TYPES) + ")"
+MAX_RUN_ID = 2**63 - 1  # a run's id is a 64-bit integer in every database kvlab runs on
+
+
+def _number(low: float, high: float, **attrs: Any) -> forms.NumberInput:
+    """A number input with the field's bounds, so that the browser says what the server will."""
+
+    def shown(value: float) -> str:
+        return str(int(value)) if float(value).is_integer() else str(value)
+
+    return forms.NumberInput(attrs={"min": shown(low), "max": shown(high), **attrs})
 
 
 class SizingForm(forms.Form):
@@ -217,24 +285,68 @@ class SizingForm(forms.Form):
     # The command as the page last showed it: a command that differs was pasted or edited
     # since, and sets the flags; an unchanged one follows the fields.
     command_synced = forms.CharField(required=False, max_length=20_000, widget=forms.HiddenInput)
-    ctx_size = forms.IntegerField(required=False, min_value=0, max_value=MAX_CTX, label="-c (context)")
-    parallel = forms.IntegerField(required=False, min_value=1, max_value=MAX_PARALLEL, label="-np (blank: auto)")
-    kv_unified = forms.ChoiceField(
-        choices=[("", "default"), ("on", "-kvu"), ("off", "--no-kv-unified")], required=False, label="unified KV"
+    # The flag fields are read as llama-server reads the flag (sizing.cmdline): the field -c and a
+    # command's -c are one rule, with one message.
+    ctx_size = forms.CharField(
+        required=False, max_length=MAX_NUMBER_CHARS, label="-c (context)", widget=_number(0, MAX_CTX)
     )
-    type_k = forms.ChoiceField(choices=[(t, t) for t in KV_CACHE_TYPES], initial="f16", required=False, label="-ctk")
-    type_v = forms.ChoiceField(choices=[(t, t) for t in KV_CACHE_TYPES], initial="f16", required=False, label="-ctv")
+    parallel = forms.CharField(
+        required=False, max_length=MAX_NUMBER_CHARS, label="-np (blank: auto)", widget=_number(1, MAX_PARALLEL)
+    )
+    kv_unified = forms.ChoiceField(
+        choices=[("", "default"), ("on", "-kvu"), ("off", "--no-kv-unified")],
+        required=False,
+        label="unified KV",
+        error_messages={"invalid_choice": "Unified KV: on (-kvu), off (--no-kv-unified) or blank, not '%(value).64s'."},
+    )
+    type_k = forms.ChoiceField(
+        choices=[(t, t) for t in KV_CACHE_TYPES],
+        initial="f16",
+        required=False,
+        label="-ctk",
+        error_messages={"invalid_choice": "-ctk %(value).64s: " + CACHE_TYPE_REFUSAL},
+    )
+    type_v = forms.ChoiceField(
+        choices=[(t, t) for t in KV_CACHE_TYPES],
+        initial="f16",
+        required=False,
+        label="-ctv",
+        error_messages={"invalid_choice": "-ctv %(value).64s: " + CACHE_TYPE_REFUSAL},
+    )
     flash_attn = forms.ChoiceField(
-        choices=[(v, v) for v in ("auto", "on", "off")], initial="auto", required=False, label="-fa"
+        choices=[(v, v) for v in ("auto", "on", "off")],
+        initial="auto",
+        required=False,
+        label="-fa",
+        error_messages={"invalid_choice": "-fa %(value).64s: give on, off or auto."},
     )
     swa_full = forms.BooleanField(required=False, label="--swa-full")
     no_kv_offload = forms.BooleanField(required=False, label="--no-kv-offload")
-    n_ubatch = forms.IntegerField(required=False, min_value=1, max_value=65536, initial=512, label="-ub")
-    n_gpu_layers = forms.IntegerField(required=False, min_value=0, max_value=1000, label="-ngl (blank: all)")
-    # The GPUs are repeated parameters (GPU_FIELDS), read by _gpus(); system RAM is one.
-    ram_mib = forms.IntegerField(required=False, min_value=1, max_value=MAX_RAM_MIB, label="system RAM (MiB)")
-    ram_gbps = forms.FloatField(
-        required=False, min_value=0.1, max_value=MAX_GBPS, label=f"RAM bandwidth (GB/s, blank: {DEFAULT_RAM_GBPS:g})"
+    n_ubatch = forms.CharField(
+        required=False, max_length=MAX_NUMBER_CHARS, initial=512, label="-ub", widget=_number(1, MAX_CTX)
+    )
+    n_gpu_layers = forms.CharField(
+        required=False,
+        max_length=MAX_NUMBER_CHARS,
+        label="-ngl (N or all; blank: auto)",
+        widget=forms.TextInput(attrs={"placeholder": "auto", "size": 6}),
+    )
+    # The GPUs: repeated parameters (GPU_FIELDS) read together by parse_gpus().
+    gpu = RepeatedValues()
+    gpu_mib = RepeatedValues()
+    gpu_used = RepeatedValues()
+    gpu_gbps = RepeatedValues()
+    ram_mib = forms.CharField(
+        required=False,
+        max_length=MAX_NUMBER_CHARS,
+        label="system RAM (MiB)",
+        widget=_number(MIN_MEMORY_MIB, MAX_RAM_MIB),
+    )
+    ram_gbps = forms.CharField(
+        required=False,
+        max_length=MAX_NUMBER_CHARS,
+        label=f"RAM bandwidth (GB/s, blank: {DEFAULT_RAM_GBPS:g})",
+        widget=_number(MIN_GBPS, MAX_GBPS, step="any"),
     )
     cpu = forms.CharField(
         required=False,
@@ -244,24 +356,69 @@ class SizingForm(forms.Form):
     )
     prompt_tokens = forms.IntegerField(required=False, min_value=1, max_value=MAX_CTX, label="p95 prompt tokens")
     output_tokens = forms.IntegerField(required=False, min_value=0, max_value=MAX_CTX, label="p95 output tokens")
+    # 4 × LLAMA_MAX_SEQ: more requests than slots only queue, and a measured run can have waited on that many.
     concurrency = forms.IntegerField(required=False, min_value=1, max_value=1024, label="concurrent requests")
     prefer = forms.ChoiceField(
         choices=[("throughput", "throughput"), ("latency", "latency")],
         initial="throughput",
         required=False,
         label="what matters more",
+        error_messages={"invalid_choice": "What matters more: throughput or latency, not '%(value).64s'."},
     )
-    run = forms.IntegerField(required=False, min_value=1, label="use the measured prompts of run #")
+    run = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_RUN_ID, label="use the measured prompts of run #"
+    )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, head: GgufHead | None = None, cpu: Cpu | None = None, **kwargs: Any) -> None:
+        """`head` and `cpu`: what only a command on this machine gives (kvsize --gguf FILE, --cpu host),
+        in place of an uploaded head's token and of a CPU named in the query."""
         super().__init__(*args, **kwargs)
-        self.fields["model"].choices = _choices(catalogue.models(), "— pick a model —")
+        models = catalogue.models()
+        self.fields["model"].choices = _choices(models, "— pick a model —")
+        self.fields["model"].error_messages["invalid_choice"] = (
+            "Unknown model '%(value).64s'; the catalogue has: " + ", ".join(sorted(models)) + "."
+        )
         self.inputs: SizingInputs | None = None
         self.run_without_model: Run | None = None  # a run whose measured prompts came without a model
+        self._local_head, self._local_cpu = head, cpu
 
     def clean_weights(self) -> int | None:
         text = self.cleaned_data.get("weights") or ""
         return parse_weights_size(text) if text.strip() else None
+
+    def _flag(self, name: str, flag: str) -> ServerFlags | None:
+        """A flag field as llama-server reads `flag TEXT` (None when blank); its refusal is the command's."""
+        text = (self.cleaned_data.get(name) or "").strip()
+        if not text:
+            return None
+        parsed = parse_command(shlex.join([flag, text]))
+        if parsed.errors:
+            raise forms.ValidationError(parsed.errors[0])
+        return parsed.flags
+
+    def clean_ctx_size(self) -> int | None:
+        # 0 stays 0: like -c 0, it asks for the model's whole context, which --fit may not shrink
+        return None if self._flag("ctx_size", "-c") is None else int(self.cleaned_data["ctx_size"])
+
+    def clean_parallel(self) -> int | None:
+        flags = self._flag("parallel", "-np")
+        return None if flags is None else flags.parallel  # -1: auto, as blank
+
+    def clean_n_ubatch(self) -> int | None:
+        flags = self._flag("n_ubatch", "-ub")
+        return None if flags is None else flags.n_ubatch
+
+    def clean_n_gpu_layers(self) -> int | None:
+        flags = self._flag("n_gpu_layers", "-ngl")
+        return None if flags is None else flags.n_gpu_layers  # None: auto, -2: all
+
+    def clean_ram_mib(self) -> int | None:
+        text = (self.cleaned_data.get("ram_mib") or "").strip()
+        return parse_mib(text, "System RAM: its size", MAX_RAM_MIB) if text else None
+
+    def clean_ram_gbps(self) -> float | None:
+        text = (self.cleaned_data.get("ram_gbps") or "").strip()
+        return parse_gbps(text, "System RAM") if text else None
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -269,15 +426,15 @@ class SizingForm(forms.Form):
             return data
         try:
             self.inputs = self._inputs(data)
-        except forms.ValidationError:
-            raise
         except ModelSpecError as exc:
-            raise forms.ValidationError(f"This model cannot be sized: {exc}") from None
+            field = {"gguf": "gguf", "params": "params"}.get(data.get("source") or "", "model")
+            raise forms.ValidationError({field: f"This model cannot be sized: {exc}"}) from None
         return data
 
     def _field_flags(self, data: dict[str, Any]) -> ServerFlags:
+        ctx_size = data.get("ctx_size")
         return ServerFlags(
-            ctx_size=data.get("ctx_size") or None,
+            ctx_size=ctx_size or None,
             parallel=data.get("parallel"),
             kv_unified={"on": True, "off": False}.get(data.get("kv_unified") or ""),
             type_k=data.get("type_k") or "f16",
@@ -287,6 +444,7 @@ class SizingForm(forms.Form):
             kv_offload=not data.get("no_kv_offload"),
             n_ubatch=data.get("n_ubatch") or 512,
             n_gpu_layers=data.get("n_gpu_layers"),
+            fit_ctx=UINT32_MAX if ctx_size == 0 else ServerFlags.fit_ctx,
         )
 
     def _inputs(self, data: dict[str, Any]) -> SizingInputs | None:
@@ -295,11 +453,11 @@ class SizingForm(forms.Form):
         if command_text:
             command = parse_command(command_text, base=ServerFlags())
             if command.errors:
-                raise forms.ValidationError("The command line: " + "; ".join(command.errors))
+                raise forms.ValidationError({"command": "The command line: " + "; ".join(command.errors)})
             if _same_text(command_text, data.get("command_synced") or ""):
                 # Unchanged since the page showed it: the fields set the flags they have, the
                 # command the rest (-b), and the command is rewritten to match.
-                flags = command.flags = replace(command.flags, **_field_overrides(flags))
+                flags = command.flags = replace(command.flags, **_field_overrides(flags, command.flags))
             else:
                 # Pasted or edited since: the command is the whole configuration.
                 flags_from, flags = "command", command.flags
@@ -307,11 +465,11 @@ class SizingForm(forms.Form):
         if command and command.model_path:
             path = command.model_path.rsplit("/", 1)[-1]
         weights, weights_source, quant, notes = self._weights(data, catalogue_id, command, flags_from)
-        devices, gpu_sources, gpu_effective = parse_gpus(self.data)
+        devices, gpu_sources, gpu_effective = parse_gpus({name: data.get(name) or [] for name in GPU_FIELDS})
         known = [catalogue.gpus().get(gpu_id) for gpu_id in gpu_effective["gpu"]]
         gpu_mib = devices[0].total // MiB if devices else None
         gpu_label = " + ".join(d.description for d in devices)
-        host, host_source = _host(data)
+        host, host_source = _host(data, self._local_cpu)
         tensors, tensors_source, tensor_notes = self._tensors(data, catalogue_id, quant)
         workload, run = self._workload(data)
         if model is None:
@@ -321,7 +479,7 @@ class SizingForm(forms.Form):
             command_text = shlex.join(to_command(flags, command.model_path or path) + command.other_args)
         effective = {
             **{name: data.get(name) for name in self.fields},
-            **_flag_fields(flags),
+            **flag_fields(flags),
             "source": data.get("source") or "catalogue",
             "quant": quant or data.get("quant") or "",
             "weights": self.data.get("weights", "") if weights is not None else "",
@@ -405,8 +563,11 @@ class SizingForm(forms.Form):
             return model_params(head.metadata), head.filename, head.filename, ""
         if source == "params":
             if not data.get("params"):
-                raise forms.ValidationError("Paste the model's GGUF metadata as a JSON object.")
-            metadata = parse_pasted_metadata(data["params"])
+                raise forms.ValidationError({"params": "Give the model's GGUF metadata as a JSON object."})
+            try:
+                metadata = parse_pasted_metadata(data["params"])
+            except forms.ValidationError as exc:
+                raise forms.ValidationError({"params": exc}) from None
             model = model_params(metadata)
             return model, model.name, "MODEL.gguf", ""
         if not data.get("model"):
@@ -417,12 +578,14 @@ class SizingForm(forms.Form):
         return model_params(entry.metadata), entry.name, path, entry.id
 
     def _head(self, data: dict[str, Any]) -> GgufHead:
+        if self._local_head is not None:
+            return self._local_head
         if not data.get("gguf"):
-            raise forms.ValidationError("Upload a GGUF file's head first.")
+            raise forms.ValidationError({"gguf": "Upload a GGUF file's head first."})
         if not hasattr(self, "_gguf_head"):
             self._gguf_head = GgufHead.objects.filter(token=data["gguf"]).first()
         if self._gguf_head is None:
-            raise forms.ValidationError("That uploaded GGUF head no longer exists; upload it again.")
+            raise forms.ValidationError({"gguf": "That uploaded GGUF head no longer exists; upload it again."})
         return self._gguf_head
 
     def _weights(
@@ -454,7 +617,7 @@ class SizingForm(forms.Form):
             f" (it has: {', '.join(known)})." if known else " (it has none yet)."
         )
         if quant == typed_quant:
-            raise forms.ValidationError(message)
+            raise forms.ValidationError({"quant": message})
         return None, "", "", [f"The command's model file names {quant}, but {message[0].lower()}{message[1:]}"]
 
     def _workload(self, data: dict[str, Any]) -> tuple[Workload | None, Run | None]:
@@ -465,21 +628,24 @@ class SizingForm(forms.Form):
             run = Run.objects.filter(pk=data["run"]).first()
             measured = measured_workload(run) if run else None
             if measured is None:
-                raise forms.ValidationError(f"Run #{data['run']} does not exist or has no prompt sizes.")
+                raise forms.ValidationError({"run": f"Run #{data['run']} does not exist or has no prompt sizes."})
             prompt = prompt or measured.prompt_tokens
             output = output if output is not None else measured.output_tokens
             concurrency = data.get("concurrency") or measured.concurrency
         if prompt is None and output is None:
             return None, run
         if prompt is None or output is None:
-            raise forms.ValidationError("Give both the p95 prompt tokens and the p95 output tokens.")
+            missing = "prompt_tokens" if prompt is None else "output_tokens"
+            raise forms.ValidationError({missing: "Give both the p95 prompt tokens and the p95 output tokens."})
         return Workload(prompt, output, concurrency, data.get("prefer") or "throughput"), run
 
 
-def _field_overrides(flags: ServerFlags) -> dict[str, Any]:
-    """Every flag the sizing form has a field for (the rest, such as -b, only a command sets)."""
-    return {
-        name: getattr(flags, name)
+def _field_overrides(fields: ServerFlags, commanded: ServerFlags) -> dict[str, Any]:
+    """Every flag the sizing form has a field for (the rest, such as -b, only a command sets): the
+    fields' flags over a command's. The -c field's 0 is -c 0, which also keeps --fit from shrinking
+    the context; blanked where the command had -c 0, it lets --fit choose again."""
+    overrides = {
+        name: getattr(fields, name)
         for name in (
             "ctx_size",
             "parallel",
@@ -493,12 +659,18 @@ def _field_overrides(flags: ServerFlags) -> dict[str, Any]:
             "n_gpu_layers",
         )
     }
+    if fields.fit_ctx == UINT32_MAX:
+        overrides["fit_ctx"] = UINT32_MAX
+    elif commanded.fit_ctx == UINT32_MAX and fields.ctx_size is None:
+        overrides["fit_ctx"] = ServerFlags.fit_ctx
+    return overrides
 
 
-def _flag_fields(flags: ServerFlags) -> dict[str, Any]:
+def flag_fields(flags: ServerFlags) -> dict[str, Any]:
     """The form's flag fields for these flags."""
+    full_context = flags.ctx_size is None and flags.fit_ctx == UINT32_MAX  # -c 0
     return {
-        "ctx_size": flags.ctx_size,
+        "ctx_size": 0 if full_context else flags.ctx_size,
         "parallel": flags.parallel,
         "kv_unified": "" if flags.kv_unified is None else ("on" if flags.kv_unified else "off"),
         "type_k": flags.type_k,
@@ -507,8 +679,34 @@ def _flag_fields(flags: ServerFlags) -> dict[str, Any]:
         "swa_full": flags.swa_full,
         "no_kv_offload": not flags.kv_offload,
         "n_ubatch": flags.n_ubatch,
-        "n_gpu_layers": flags.n_gpu_layers,
+        "n_gpu_layers": "all" if flags.n_gpu_layers == -2 else flags.n_gpu_layers,
     }
+
+
+def as_query(values: dict[str, Any]) -> QueryDict:
+    """The sizing page's query string for these field values (SizingInputs.effective, or kvsize's
+    options): a list is a repeated parameter, True is "on", and False, None and "" are left out."""
+    query = QueryDict(mutable=True)
+    for name, value in values.items():
+        if isinstance(value, list | tuple):
+            query.setlist(name, [str(v) for v in value])
+        elif value is True:
+            query[name] = "on"
+        elif value is not False and value is not None and value != "":  # 0 is a value (-c 0)
+            query[name] = str(getattr(value, "pk", value))
+    return query
+
+
+def refusal(form: SizingForm) -> dict[str, list[str]]:
+    """Why these inputs give no sizing, machine-readable (the page's ?format=json and kvsize --json):
+    each field's messages ("__all__" for what no one field is at fault for); {} when they give one."""
+    if not form.is_valid():
+        return {field: [str(message) for message in messages] for field, messages in form.errors.items()}
+    if form.inputs is not None:
+        return {}
+    run = form.run_without_model
+    because = f"run #{run.pk}'s model is not in the catalogue; " if run is not None else ""
+    return {"model": [f"Nothing to size: {because}pick a model, give its GGUF metadata or a GGUF head."]}
 
 
 def measured_workload(run: Run) -> Workload | None:
@@ -531,67 +729,51 @@ def query_values(data: Any, name: str) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
 
 
-_WHOLE = re.compile(r"\d[\d,_]{0,15}")
-_DECIMAL = re.compile(r"\d{1,7}(\.\d{1,6})?")
-
-
-def _whole(text: str) -> int | None:
-    return int(text.replace(",", "").replace("_", "")) if _WHOLE.fullmatch(text) else None
-
-
-def _gbps(text: str, what: str) -> float:
-    value = float(text) if _DECIMAL.fullmatch(text) else -1.0
-    if not 0.1 <= value <= MAX_GBPS:
-        raise forms.ValidationError(f"{what}: the bandwidth must be a number of GB/s from 0.1 to {MAX_GBPS:,.0f}.")
-    return value
-
-
-def parse_gpus(data: Any) -> tuple[list[Device], list[str], dict[str, list[str]]]:
-    """The GPUs of the query string: the repeated parameters GPU_FIELDS, aligned by position. Each GPU is
-    a catalogue id (`gpu`) or a memory size (`gpu_mib`; the id wins when a row has both, as a single
-    `gpu`/`gpu_mib` link always did), with the MiB already in use (`gpu_used`) and a bandwidth in GB/s
-    (`gpu_gbps`; a catalogue GPU's published figure otherwise). Returns the devices, the source of each
-    one's bandwidth ("" when unknown), and the fields as the sizing used them (one list per parameter)."""
-    columns = {name: query_values(data, name) for name in GPU_FIELDS}
-    if any(len(values) > MAX_GPU_VALUES for values in columns.values()):
-        raise forms.ValidationError(f"At most {MAX_DEVICES} GPUs (llama.cpp's llama_max_devices).")
-    if any("\0" in v for values in columns.values() for v in values):
-        raise forms.ValidationError("A GPU field holds a NUL character (%00); remove it.")
+def parse_gpus(columns: dict[str, list[str]]) -> tuple[list[Device], list[str], dict[str, list[str]]]:
+    """The GPUs of the repeated parameters GPU_FIELDS, aligned by position. Each GPU is a catalogue id
+    (`gpu`) or a memory size (`gpu_mib`; the id wins when a row has both, as a single `gpu`/`gpu_mib`
+    link always did), with the MiB already in use (`gpu_used`) and a bandwidth in GB/s (`gpu_gbps`; a
+    catalogue GPU's published figure otherwise). Returns the devices, the source of each one's bandwidth
+    ("" when unknown), and the fields as the sizing used them (one list per parameter). A refusal is a
+    ValidationError on the parameter at fault."""
     n_rows = max((len(values) for values in columns.values()), default=0)
     rows = [
         [(columns[name][i] if i < len(columns[name]) else "").strip() for name in GPU_FIELDS] for i in range(n_rows)
     ]
     rows = [row for row in rows if any(row)]
     if len(rows) > MAX_DEVICES:
-        raise forms.ValidationError(f"At most {MAX_DEVICES} GPUs (llama.cpp's llama_max_devices), not {len(rows)}.")
+        raise forms.ValidationError(
+            {"gpu": f"At most {MAX_DEVICES} GPUs (llama.cpp's llama_max_devices), not {len(rows)}."}
+        )
     devices, sources = [], []
     effective: dict[str, list[str]] = {name: [] for name in GPU_FIELDS}
     for i, (gpu_id, mib_text, used_text, gbps_text) in enumerate(rows):
         what = f"GPU {i + 1}"
-        bandwidth = _gbps(gbps_text, what) * 1e9 if gbps_text else None
+        try:
+            bandwidth = parse_gbps(gbps_text, what) * 1e9 if gbps_text else None
+        except forms.ValidationError as exc:
+            raise forms.ValidationError({"gpu_gbps": exc}) from None
         source = "given" if gbps_text else ""
         if gpu_id:
             gpu = catalogue.gpus().get(gpu_id[:64])
             if gpu is None:
-                raise forms.ValidationError(
-                    f"{what}: {gpu_id[:64]!r} is not a GPU of the catalogue; pick one or give its memory in MiB."
-                )
+                message = f"{what}: {gpu_id[:64]!r} is not a GPU of the catalogue; pick one or give its memory in MiB."
+                raise forms.ValidationError({"gpu": message})
             total_mib, description, mib_text = gpu.memory_mib, gpu.name, ""
             if bandwidth is None and gpu.bandwidth is not None:
                 bandwidth, source = gpu.bandwidth, f"the catalogue: {gpu.bandwidth_source}"
         elif mib_text:
-            total = _whole(mib_text)
-            if total is None or not 256 <= total <= MAX_GPU_MIB:
-                raise forms.ValidationError(
-                    f"{what}: its memory must be a whole number of MiB from 256 to {MAX_GPU_MIB:,}."
-                )
-            total_mib, description, mib_text = total, f"a GPU of {total:,} MiB", str(total)
+            try:
+                total_mib = parse_mib(mib_text, f"{what}: its memory", MAX_GPU_MIB)
+            except forms.ValidationError as exc:
+                raise forms.ValidationError({"gpu_mib": exc}) from None
+            description, mib_text = f"a GPU of {total_mib:,} MiB", str(total_mib)
         else:
-            raise forms.ValidationError(f"{what}: pick a GPU from the catalogue or give its memory in MiB.")
+            raise forms.ValidationError({"gpu": f"{what}: pick a GPU from the catalogue or give its memory in MiB."})
         used = _whole(used_text) if used_text else 0
         if used is None or used >= total_mib:
             raise forms.ValidationError(
-                f"{what}: the memory already in use must be whole MiB below its {total_mib:,} MiB."
+                {"gpu_used": f"{what}: the memory already in use must be whole MiB below its {total_mib:,} MiB."}
             )
         devices.append(Device(f"CUDA{i}", description, total_mib * MiB, used * MiB, bandwidth))
         sources.append(source)
@@ -600,14 +782,15 @@ def parse_gpus(data: Any) -> tuple[list[Device], list[str], dict[str, list[str]]
     return devices, sources, effective
 
 
-def _host(data: dict[str, Any]) -> tuple[Host | None, str]:
+def _host(data: dict[str, Any], local_cpu: Cpu | None = None) -> tuple[Host | None, str]:
     """System RAM: its size (the fit's host memory), bandwidth (the speed estimate) and CPU (where
-    llama.cpp keeps weights in RAM: sizing.placement.cpu), when given."""
+    llama.cpp keeps weights in RAM: sizing.placement.cpu), when given. `local_cpu`: the CPU kvsize read
+    from this machine (--cpu host), which no query string can name."""
     ram_mib, gbps, cpu_text = data.get("ram_mib"), data.get("ram_gbps"), (data.get("cpu") or "").strip()
     try:
-        cpu = parse_cpu(cpu_text) if cpu_text else None
+        cpu = parse_cpu(cpu_text) if cpu_text else local_cpu
     except CpuSpecError as exc:
-        raise forms.ValidationError(f"Host CPU: {exc}") from None
+        raise forms.ValidationError({"cpu": f"Host CPU: {exc}"}) from None
     if ram_mib is None and gbps is None and cpu is None:
         return None, f"default: {DEFAULT_HOST_BANDWIDTH_SOURCE}"
     total = (ram_mib or 0) * MiB

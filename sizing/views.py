@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
 from django.db.models import F, Q, Subquery
-from django.http import HttpResponse, QueryDict
+from django.http import HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
@@ -29,13 +29,17 @@ from . import catalogue
 from .cmdline import quant_in_file_name, to_command
 from .forms import (
     GPU_FIELDS,
+    MAX_GPU_MIB,
     MAX_GPU_VALUES,
+    MIN_MEMORY_MIB,
     ExplainLogForm,
     GgufUploadForm,
     SizingForm,
     SizingInputs,
+    as_query,
     flags_from_run,
     query_values,
+    refusal,
 )
 from .gguf import GGUFError, read_gguf_head
 from .hparams import ModelSpecError, model_params
@@ -151,6 +155,8 @@ def measured_speed(inputs: SizingInputs, result: Sizing, history: list[Run]) -> 
 @require_GET
 def size_page(request: HtmxHttpRequest) -> HttpResponse:
     form = SizingForm(request.GET or None)
+    if request.GET.get("format") == "json":
+        return _size_json(form)
     context = _page_context(form)
     host_id = request.GET.get("host", "")
     if host_id.isdigit() and len(host_id) <= 12:  # "size for this host" on /hosts/: say where the values came from
@@ -181,6 +187,15 @@ def size_page(request: HtmxHttpRequest) -> HttpResponse:
             context["unsized_run"] = form.run_without_model
     template = "sizing/size.html#results" if request.htmx else "sizing/size.html"
     return render(request, template, context, status=status)
+
+
+def _size_json(form: SizingForm) -> JsonResponse:
+    """The sizing of the page's query as JSON: what kvsize --json prints for the same inputs (report.as_json),
+    or each field's refusal with a 400 (forms.refusal)."""
+    errors = refusal(form)
+    if errors or form.inputs is None:
+        return JsonResponse({"input_errors": errors}, status=400)
+    return JsonResponse(as_json(form.inputs.size()))
 
 
 def gpu_rows(values: object, *, add: bool = False) -> list[dict[str, str]]:
@@ -233,14 +248,7 @@ def _quant_links(inputs: SizingInputs) -> list[tuple[str, str]]:
     """
     if inputs.weights_bytes is not None:
         return []
-    params = QueryDict(mutable=True)
-    for name, value in inputs.effective.items():
-        if isinstance(value, list):
-            params.setlist(name, [str(v) for v in value])
-        elif value is True:
-            params[name] = "on"
-        elif value not in (False, "", None) and name not in ("weights", "command_synced"):
-            params[name] = str(getattr(value, "pk", value))
+    params = as_query({k: v for k, v in inputs.effective.items() if k not in ("weights", "command_synced")})
     links = []
     for figure in inputs.quant_options:
         params["quant"] = figure.quant
@@ -346,6 +354,7 @@ def _page_context(form: SizingForm) -> dict[str, object]:
         "estimate_formula": COMPUTE_FORMULA,
         "formula_version": FORMULA_VERSION,
         "head_max": settings.KVLAB_GGUF_HEAD_MAX_BYTES,
+        "gpu_mib_bounds": (MIN_MEMORY_MIB, MAX_GPU_MIB),
     }
 
 

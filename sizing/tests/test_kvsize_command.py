@@ -79,11 +79,11 @@ def test_a_gguf_without_tensor_data_is_enough(tmp_path):
     [
         (["--spec", "/nonexistent.json"], "No such file"),
         (["--gguf", "__file__"], "not a GGUF file"),
-        (["--model", "no-such-model"], "unknown model"),
+        (["--model", "no-such-model"], "--model: Unknown model 'no-such-model'; the catalogue has: deepseek-r1, "),
         (["-np", "0"], r"-np 0: must be -1 \(auto\) or 1 to 256"),
         (["-ctk", "q3_k"], "unknown cache type"),
         (["-ctv", "q8_0", "-fa", "off", "-c", "4096"], "will not start"),
-        (["--prompt-tokens", "10"], "give both --prompt-tokens and --output-tokens"),
+        (["--prompt-tokens", "10"], "--output-tokens: Give both the p95 prompt tokens and the p95 output tokens"),
     ],
 )
 def test_bad_input_is_a_clear_error(spec, args, message):
@@ -110,8 +110,11 @@ def test_kvsize_takes_no_default_quantization_and_names_the_weights_it_used():
                  "--json", stdout=out)  # fmt: skip
     memory = json.loads(out.getvalue())["memory"]
     assert (memory["weights_bytes"], memory["fits"]) == (4_920_739_232, True)
-    assert memory["weights_source"] == "catalogue Q4_K_M: published file size"
-    with pytest.raises(CommandError, match=r"llama-3.1-8b has no IQ1_S weights in the catalogue; known: Q4_K_M, "):
+    # The page's words for the same figure, with its source
+    assert memory["weights_source"].startswith("catalogue Q4_K_M: a published GGUF's file size — https://")
+    with pytest.raises(
+        CommandError, match=r"--quant: Llama 3.1 8B Instruct has no IQ1_S weights in the catalogue \(it has: Q4_K_M, "
+    ):
         call_command("kvsize", "--model", "llama-3.1-8b", "--quant", "IQ1_S", stdout=StringIO())
 
 
@@ -199,13 +202,13 @@ def test_cpu_moe_puts_the_experts_in_system_ram():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("--gpu", "no-such-gpu"), "unknown GPU 'no-such-gpu'"),
-        (("--gpu", "99999999999"), "the size must be 1 to"),
-        (("--gpu", "1024:4096"), "the memory in use 0 to it"),
+        (("--gpu", "no-such-gpu"), "--gpu: GPU 1: 'no-such-gpu' is not a GPU of the catalogue"),
+        (("--gpu", "99999999999"), "--gpu: GPU 1: its memory must be a whole number of MiB from 256 to 4,194,304"),
+        (("--gpu", "1024:4096"), "--gpu: GPU 1: the memory already in use must be whole MiB below its 1,024 MiB"),
         (("--gpu", "1024:x"), "must be whole MiB"),
         (("-ot", "exps=GPU7"), "unknown buffer type"),
         (("-ts", "a,b"), "-ts a,b: not a number"),
-        (("--ram-mib", "0"), "--ram-mib must be"),
+        (("--ram-mib", "0"), "--ram-mib: System RAM: its size must be a whole number of MiB from 256"),
     ],
 )
 def test_bad_placement_input_gets_a_clear_error(args, message):
@@ -257,7 +260,9 @@ def test_cpu_host_reads_this_machines_cpuinfo_as_a_native_build_sees_it():
 
 
 def test_an_unknown_cpu_is_refused_with_what_kvsize_accepts(spec):
-    with pytest.raises(CommandError, match="--cpu: unknown CPU 'pentium': give one of avx2, avx512, avx512\\+amx"):
+    with pytest.raises(
+        CommandError, match="--cpu: Host CPU: unknown CPU 'pentium': give one of avx2, avx512, avx512\\+amx"
+    ):
         kvsize("--spec", spec, "--cpu", "pentium")
 
 

@@ -152,10 +152,13 @@ def test_system_ram_size_and_bandwidth_are_used_and_shown(client):
         ("gpu_mib=8192&gpu_gbps=nan", "GPU 1: the bandwidth must be a number of GB/s from 0.1 to 100,000"),
         ("gpu_mib=8192&gpu_gbps=1e400", "the bandwidth must be a number of GB/s"),
         ("gpu_mib=8192&gpu_gbps=0", "the bandwidth must be a number of GB/s"),
-        ("ram_mib=-1", "greater than or equal to 1"),
-        ("ram_mib=" + "9" * 30, "less than or equal to"),
-        ("ram_gbps=inf", "Enter a number"),
-        ("ram_gbps=nan", "Enter a number"),
+        ("ram_mib=-1", "System RAM: its size must be a whole number of MiB from 256 to 16,777,216."),
+        ("ram_mib=" + "9" * 30, "System RAM: its size must be a whole number of MiB from 256"),
+        ("ram_mib=64", "(64 looks like GiB: 64 GiB is 65,536 MiB)"),
+        ("ram_mib=" + "9" * 65, "Ensure this value has at most 64 characters (it has 65)."),
+        ("ram_gbps=inf", "System RAM: the bandwidth must be a number of GB/s from 0.1 to 100,000."),
+        ("ram_gbps=0.05", "System RAM: the bandwidth must be a number of GB/s from 0.1 to 100,000."),
+        ("ram_gbps=nan", "System RAM: the bandwidth must be a number of GB/s"),
     ],
 )
 def test_hostile_gpu_and_ram_values_are_form_errors(client, query, message):

@@ -58,9 +58,9 @@ def test_pasted_metadata_is_sized(client):
 @pytest.mark.parametrize(
     ("query", "message"),
     [
-        ({"model": "no-such"}, "Select a valid choice"),
-        ({"model": "llama-3.1-8b", "ctx_size": -1}, "greater than or equal to 0"),
-        ({"model": "llama-3.1-8b", "ctx_size": 10**9}, "less than or equal to"),
+        ({"model": "no-such"}, "Unknown model &#x27;no-such&#x27;; the catalogue has: "),
+        ({"model": "llama-3.1-8b", "ctx_size": -1}, "-c -1: must be 0 (the model&#x27;s context) to 16,777,216"),
+        ({"model": "llama-3.1-8b", "ctx_size": 10**9}, "-c 1000000000: must be 0 (the model&#x27;s context) to"),
         ({"model": "llama-3.1-8b", "prompt_tokens": -5, "output_tokens": 1}, "greater than or equal to 1"),
         ({"model": "llama-3.1-8b", "prompt_tokens": 100}, "Give both the p95 prompt tokens"),
         ({"model": "llama-3.1-8b", "command": "llama-server -np 0"}, "must be -1 (auto) or 1 to 256"),
