@@ -273,3 +273,18 @@ def test_no_repack_turns_the_cpus_buffer_types_off():
     assert amx["host_memory"]["cpu_buffers"]["AMX"] > 0 and off["host_memory"]["cpu_buffers"] == {}
     assert off["host_memory"]["counted_bytes"] > amx["host_memory"]["counted_bytes"]  # the fit counts them again
     assert "-nr" in off["effective"]["command"]
+
+
+def test_a_spec_file_is_read_as_the_pages_pasted_metadata_and_no_further(tmp_path):
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({**SPEC, "tokenizer.ggml.tokens": ["tok"] * 100_000}))  # ~700,000 characters
+    with pytest.raises(CommandError, match=r"--spec .*big.json: over 200,000 characters"):
+        kvsize("--spec", str(big))
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'{"general.name": "caf\xe9"}')
+    with pytest.raises(CommandError, match="not UTF-8 text"):
+        kvsize("--spec", str(latin))
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    with pytest.raises(CommandError, match="--spec: Give the model's GGUF metadata as a JSON object."):
+        kvsize("--spec", str(empty))
