@@ -150,3 +150,16 @@ def test_sweep_checks_its_options_with_the_sweep_form(tmp_path, args, message):
         )
     assert message in str(raised.value)
     assert Sweep.objects.count() == 0
+
+
+def test_import_bench_prints_a_converters_reason_once_naming_its_file(tmp_path):
+    """An error that ends a conversion (here AIPerf records without their model) is the input's, not record 1's."""
+    from .test_import_failed_runs import aiperf_artifacts
+
+    jsonl_path = aiperf_artifacts(tmp_path / "run", inputs=False) / "profile_export.jsonl"
+    err = StringIO()
+    with pytest.raises(CommandError, match=r"1 of 1 input\(s\) rejected"):
+        call_command("import_bench", str(jsonl_path), stdout=StringIO(), stderr=err)
+    (reason,) = [line.strip() for line in err.getvalue().splitlines()[1:]]
+    assert reason.startswith(f"{jsonl_path} (aiperf): no model: AIPerf names the model in")
+    assert "record 1" not in reason and reason.count(str(jsonl_path)) == 1

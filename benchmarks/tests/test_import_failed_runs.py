@@ -449,3 +449,138 @@ def test_a_rejected_failed_run_stores_nothing(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="1 of 1"):
         call_command("import_bench", str(directory), stdout=StringIO(), stderr=StringIO())
     assert not Run.objects.exists() and not RequestResult.objects.exists()
+
+
+# -- extremes: a failed run's file damaged is rejected whole with its reason, or imported whole --------
+
+HUGE = 10**30  # past the 64-bit integers a database column or orjson holds
+
+
+def failed_run_inputs(tmp_path: Path, huge: bool = False) -> dict[str, Path]:
+    """Each tool's failed run as an input; huge puts HUGE into a count or time the tool writes as an integer."""
+    big = HUGE if huge else None
+    aiperf = aiperf_artifacts(tmp_path / "aiperf")
+    if huge:
+        line = aiperf_error_record(0)
+        line["metrics"]["error_isl"]["value"] = HUGE
+        (aiperf / "profile_export.jsonl").write_text(json.dumps(line) + "\n")
+    arrays = {"errors": ["Bad Request"] * 4, "input_lens": [big or 100] * 4, "output_lens": [0] * 4}
+    vllm = vllm_files.write(tmp_path / "vllm.json", vllm_all_failed(**arrays))
+    details = {"input_lens": [big or 1024] * 2, "output_lens": [0] * 2, "ttfts": [0.0] * 2, "itls": [[]] * 2,
+               "generated_texts": [""] * 2, "errors": ["Bad Request"] * 2}  # fmt: skip
+    sglang = sglang_files.write(tmp_path / "sglang.jsonl", sglang_all_failed(**details))
+    summary, responses = llmperf_all_failed(tmp_path / "llmperf")
+    if huge:
+        answers = json.loads(responses.read_text())
+        answers[0]["number_input_tokens"] = HUGE
+        responses.write_text(json.dumps(answers))
+    benchmark = guidellm_files.benchmark_v1({"type_": "concurrent", "streams": 2}, successful=0, errored=2)
+    benchmark["requests"]["errored"] = [guidellm_errored_request(100 + i) for i in range(2)]
+    if huge:
+        benchmark["requests"]["errored"][0]["prompt_tokens"] = HUGE
+    guidellm = guidellm_files.write(tmp_path, guidellm_files.report_v1(benchmark))
+    request = genai_failed_request(START_NS)
+    if huge:
+        request["timestamp"] = HUGE
+    genai = tmp_path / "profile_export.json"
+    experiment = {"experiment": {"mode": "concurrency", "value": 1}, "requests": [request]}
+    genai.write_text(json.dumps({"experiments": [experiment], "service_kind": "openai"}))
+    return {"aiperf": aiperf, "vllm": vllm, "sglang": sglang, "llmperf": tmp_path / "llmperf", "guidellm": guidellm,
+            "genai-perf": genai}  # fmt: skip
+
+
+def the_file(path: Path) -> Path:
+    """The file to damage: the input itself, or the records of a directory."""
+    if path.is_file():
+        return path
+    return next(p for p in sorted(path.iterdir()) if p.name in ("profile_export.jsonl", RESPONSES_NAME))
+
+
+RESPONSES_NAME = f"{llmperf_files.PREFIX}_individual_responses.json"
+TOOLS = ("aiperf", "vllm", "sglang", "llmperf", "guidellm", "genai-perf")
+
+
+def reasons_of(result: FileImport) -> list[str]:
+    assert result.status == "rejected", result.status
+    assert not Run.objects.exists() and not RequestResult.objects.exists()  # nothing half-imported
+    found = list(result.rejected_lines.values_list("reason", flat=True))
+    assert found and not any("converter failed" in reason for reason in found), found  # a reason, not a crash
+    return found
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        (lambda data: data[: len(data) // 2] + b"\x00" + data[len(data) // 2 :], "JSON"),  # a raw NUL byte
+        (lambda data: data[: len(data) * 2 // 3], "JSON"),  # cut short, as by a full disk
+    ],
+    ids=["nul-byte", "truncated"],
+)
+def test_a_damaged_failed_run_is_rejected_whole_with_its_reason(tmp_path: Path, tool: str, damage: Any,
+                                                                expected: str) -> None:  # fmt: skip
+    given = failed_run_inputs(tmp_path)[tool]
+    file = the_file(given)
+    file.write_bytes(damage(file.read_bytes()))
+
+    (reason, *_) = reasons_of(import_path(given, origin="command"))
+    assert expected in reason and file.name in reason
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_an_integer_past_64_bits_is_rejected_naming_its_place(tmp_path: Path, tool: str) -> None:
+    given = failed_run_inputs(tmp_path, huge=True)[tool]
+
+    reasons = reasons_of(import_path(given, origin="command"))
+    assert len(reasons) == 1, reasons  # once, not once per record
+    assert any(word in reasons[0] for word in ("64 bits", "64-bit", "JSON", "not a time")), reasons
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_failed_run_saved_with_a_byte_order_mark_imports_as_without(tmp_path: Path, tool: str) -> None:
+    given = failed_run_inputs(tmp_path)[tool]
+    file = the_file(given)
+    file.write_bytes(b"\xef\xbb\xbf" + file.read_bytes())
+
+    result = import_path(given, origin="command")
+
+    assert (result.status, result.format) == ("imported", tool)
+    assert the_failed_run().tool == tool
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_a_nul_character_in_an_error_message_rejects_the_run_saying_so(tmp_path: Path, tool: str) -> None:
+    given = failed_run_inputs(tmp_path)[tool]
+    file = the_file(given)
+    text = file.read_text()
+    # GenAI-Perf's error is JSON inside a JSON string: its escape is escaped once more
+    nul = "\\\\u0000" if tool == "genai-perf" else "\\u0000"
+    for message in ("Context size has been exceeded", "Bad Request", "Service Unavailable", "maximum context"):
+        text = text.replace(message, message + nul, 1)
+    file.write_text(text)
+
+    reasons = reasons_of(import_path(given, origin="command"))
+    assert any("NUL" in reason for reason in reasons), reasons
+
+
+def test_an_aiperf_run_whose_records_file_is_empty_is_refused_saying_so(tmp_path: Path) -> None:
+    given = failed_run_inputs(tmp_path)["aiperf"]
+    (given / "profile_export.jsonl").write_bytes(b"")
+
+    (reason,) = reasons_of(import_path(given, origin="command"))
+    assert "no profiling records" in reason
+
+
+@pytest.mark.parametrize("place", ["response", "summary metadata"])
+def test_an_llmperf_integer_past_the_float_range_is_a_reason_not_a_crash(tmp_path: Path, place: str) -> None:
+    """json.dump writes any Python int; 10**400 overflows a float and orjson alike."""
+    summary, responses = llmperf_all_failed(tmp_path / "llmperf")
+    changed = json.loads((responses if place == "response" else summary).read_text())
+    if place == "response":
+        changed[0]["number_input_tokens"] = 10**400
+    else:
+        changed["user_tokens"] = 10**400  # a --metadata pair llmperf keeps as given
+    (responses if place == "response" else summary).write_text(json.dumps(changed))
+
+    (reason,) = reasons_of(import_path(tmp_path / "llmperf", origin="command"))
+    assert "64" in reason

@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from ..jsonl import UTF8_BOM
 from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare, no_model
 
 NAME = "aiperf"
@@ -80,7 +81,7 @@ _METRIC_HEADER = re.compile(r"^(?P<name>.*?)\s*\((?P<unit>[^()]*)\)$")
 def sniff(sample: Sample) -> bool:
     if sample.is_dir:
         return any(Path(name).name in (JSON_FILE, JSONL_FILE) for name in sample.names)
-    head = sample.head.lstrip()
+    head = sample.head.removeprefix(UTF8_BOM).lstrip()
     return _is_summary_json(head) or _is_csv(head) or _is_jsonl(head)
 
 
@@ -200,7 +201,7 @@ def _no_inputs() -> str:
 
 def _read(path: Path) -> bytes:
     with path.open("rb") as handle:
-        return handle.read()
+        return handle.read().removeprefix(UTF8_BOM)  # an editor's byte-order mark is not content
 
 
 def _json(data: bytes, where: str) -> dict[str, Any]:

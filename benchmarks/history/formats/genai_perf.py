@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from ..jsonl import UTF8_BOM
 from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare, no_model
 
 NAME = "genai-perf"
@@ -47,7 +48,7 @@ _HEAD = re.compile(rb'^\s*\{\s*"experiments"\s*:\s*\[\s*(\]|\{\s*"experiment"\s*
 def sniff(sample: Sample) -> bool:
     if sample.is_dir:
         return any(Path(name).name == EXPORT_FILE for name in sample.names)
-    return bool(_HEAD.match(sample.head))
+    return bool(_HEAD.match(sample.head.removeprefix(UTF8_BOM)))
 
 
 def joins(names: Mapping[str, str | None]) -> list[list[str]]:
@@ -73,7 +74,7 @@ def convert(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
 def _export(path: Path, prefix: str, declared: Declared) -> Iterator[dict[str, Any]]:
     """One profile_export.json's runs; prefix names the file within a directory ("" for a file alone)."""
     with path.open("rb") as handle:
-        data = handle.read()
+        data = handle.read().removeprefix(UTF8_BOM)  # an editor's byte-order mark is not content
     try:
         document = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -35,6 +35,7 @@ from typing import Any
 
 import orjson
 
+from ..jsonl import UTF8_BOM
 from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare, no_model
 
 NAME = "guidellm"
@@ -61,7 +62,7 @@ _YAML_TOP = re.compile(rb"^benchmarks:", re.MULTILINE)
 def sniff(sample: Sample) -> bool:
     if sample.is_dir:
         return False
-    head = sample.head.lstrip()
+    head = sample.head.removeprefix(UTF8_BOM).lstrip()
     if head.startswith(b"{"):
         return b'"benchmarks"' in head and (b'"generative_benchmark"' in head or b'"guidellm_version"' in head)
     # yaml.dump sorts keys, so a benchmark's type_ may lie past the sample: look for GuideLLM's own names.
@@ -91,7 +92,7 @@ def convert(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
 
 def _load(source: Source) -> Any:
     with source.open() as handle:  # type: ignore[attr-defined]
-        data: bytes = handle.read()
+        data: bytes = handle.read().removeprefix(UTF8_BOM)  # an editor's byte-order mark is not content
     stripped = data.lstrip()
     if stripped.startswith(b"{"):
         try:

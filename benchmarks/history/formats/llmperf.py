@@ -47,6 +47,7 @@ NAME = "llmperf"
 TOOL_FORMAT = "llmperf token_benchmark_ray"
 SUMMARY_SUFFIX = "_summary.json"
 RESPONSES_SUFFIX = "_individual_responses.json"
+MAX_INT = 2**63 - 1  # the largest integer kvlab stores (JSON columns and counts are 64-bit)
 MAX_FREQUENCY_CHARS = 100_000  # of error_code_frequency: a Python literal is parsed only this long
 
 # kvlab's statistics <- llmperf's keys under results_<metric>_ (seconds, made milliseconds here).
@@ -139,6 +140,8 @@ def _load(path: Path) -> Any:
         raise FormatError(f"not UTF-8 text (byte {exc.start})", path.name) from None
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", path.name) from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise FormatError(f"invalid JSON: {exc}", path.name) from None
 
 
 # --- values as llmperf writes them ---------------------------------------------------------------
@@ -148,12 +151,15 @@ def number(value: Any, key: str, where: str) -> float | int | None:
     """A number, or the string json.dump(default=str) made of a numpy one ("550", "1.5"); None stays None."""
     if value is None:
         return None
-    if type(value) in (int, float):
+    if type(value) is int or (isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value)):
+        digits = str(value).strip().lstrip("+-")  # measured before int(): a string of any length is refused cheaply
+        if len(digits) > 19 or not -MAX_INT <= int(value) <= MAX_INT:
+            raise FormatError(f"{key!r} is {digits[:20]}…, beyond the 64-bit integers kvlab stores", where)
+        return int(value)
+    if type(value) is float:
         return value if math.isfinite(value) else None
     if isinstance(value, str):
         text = value.strip()
-        if re.fullmatch(r"[-+]?\d+", text):
-            return int(text)
         try:
             parsed = float(text)
         except ValueError:
@@ -263,7 +269,11 @@ def run_fields(summary: dict[str, Any], declared: Declared, where: str) -> tuple
 
 def run_id(summary: dict[str, Any]) -> str:
     """From the summary alone (its name, model, time and every figure): a joined or summary-only import agree."""
-    digest = hashlib.blake2b(orjson.dumps(summary, option=orjson.OPT_SORT_KEYS), digest_size=8).hexdigest()
+    try:
+        content = orjson.dumps(summary, option=orjson.OPT_SORT_KEYS)
+    except TypeError as exc:  # an integer past 64 bits among the keys kvlab keeps as they are
+        raise FormatError(f"the summary cannot be stored: {exc}") from None
+    digest = hashlib.blake2b(content, digest_size=8).hexdigest()
     name = str(summary.get("name") or summary["model"]).removesuffix("_summary")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:120]
     return f"llmperf-{slug}-{digest}"

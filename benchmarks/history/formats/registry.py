@@ -287,7 +287,10 @@ class InputStream:
         return self.error
 
     def where(self, error: LineError) -> LineError:
-        """The error with the file and its own line or record named, when the stream joins parts."""
+        """The error with the file and its own line or record named, when the stream joins parts. The error
+        that ended a conversion names its file and the place within it already (no record of its own)."""
+        if error == self.error:
+            return error
         segment = next((s for s in reversed(self.segments) if s.first_line <= error.line_no), None)
         if segment is None or (len(self.segments) == 1 and not segment.converted):
             return error
@@ -351,7 +354,24 @@ def _serialise(record: Any, n: int) -> bytes:
     try:
         return orjson.dumps(record) + b"\n"
     except (orjson.JSONEncodeError, TypeError) as exc:
+        where = _beyond_64_bits(record)
+        if where:
+            raise FormatError(f"record {n}: {where} is an integer beyond the 64 bits kvlab stores") from None
         raise FormatError(f"record {n} cannot be written as JSON: {exc}") from None
+
+
+def _beyond_64_bits(value: Any, path: str = "", depth: int = 0) -> str:
+    """The place of the first integer in value that 64 bits cannot hold ("summary.input_tokens"), or ""."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (path or "(the value)") if not -(2**63) <= value < 2**64 else ""
+    if depth > 64:
+        return ""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _beyond_64_bits(item, f"{path}.{key}" if path else str(key), depth + 1)
+        if found:
+            return found
+    return ""
 
 
 def open_input(

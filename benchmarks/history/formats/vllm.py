@@ -276,6 +276,8 @@ def read_json_values(data: bytes, where: str) -> list[tuple[int, Any]]:
             value, after = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
             raise FormatError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", where) from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise FormatError(f"invalid JSON: {exc}", where) from None
         values.append((line, value))
         line += text.count("\n", pos, after)
         pos = after

@@ -206,9 +206,10 @@ class Command(BaseCommand):
 
 def rejected_line(result: FileImport, line_no: int, reason: str) -> str:
     """A rejected line as text: "line N: …" in a kvlab file, "record N of <file>: …" in a converted input."""
-    where = _WHERE.fullmatch(reason) if result.format and result.format != registry.KVLAB else None
-    if where is None:
-        return f"line {line_no}: {reason}"
+    converted = bool(result.format) and result.format != registry.KVLAB
+    where = _WHERE.fullmatch(reason) if converted else None
+    if where is None:  # a converter's error names its file and the place within it
+        return reason if converted else f"line {line_no}: {reason}"
     return f"{where['unit']} {where['n']} of {where['file']}: {where['reason']}"
 
 
