@@ -430,18 +430,21 @@ def test_a_genai_perf_experiment_whose_every_request_failed_is_a_failed_run(tmp_
 
 
 def test_failed_runs_of_every_tool_are_listed_as_failed(tmp_path: Path, client: Any) -> None:
-    import_path(aiperf_artifacts(tmp_path / "aiperf"), origin="command")
-    import_path(vllm_files.write(tmp_path / "vllm.json", vllm_all_failed()), origin="command")
-    llmperf_all_failed(tmp_path / "llmperf")
-    import_path(tmp_path / "llmperf", origin="command")
-    assert FileImport.objects.filter(status="imported").count() == 3
+    for tool, given in failed_run_inputs(tmp_path).items():
+        assert import_path(given, origin="command").status == "imported", tool
+    lower_bound = sglang_files.write(tmp_path / "bare.jsonl", sglang_all_failed())  # no per-request arrays
+    assert import_path(lower_bound, origin="command").status == "imported"
 
     page = client.get("/runs/", {"outcome": outcomes.FAILED})
 
     assert page.status_code == 200
-    listed = {run.tool for run in page.context["page"].object_list}
-    assert listed == {"aiperf", "vllm", "llmperf"}
-    assert page.content.decode().count('class="outcome-failed"') == 3
+    listed = [run.tool for run in page.context["page"].object_list]
+    assert sorted(listed) == sorted([*TOOLS, "sglang"])
+    assert page.content.decode().count('class="outcome-failed"') == 7
+    assert not Run.objects.exclude(outcomes.OUTCOME_Q[outcomes.FAILED]).exists()
+    bare = Run.objects.get(summary_extra__has_key="n_requests_lower_bound")
+    detail = client.get(f"/runs/{bare.pk}/").content.decode()
+    assert "at least one request ran and none succeeded" in detail
 
 
 def test_a_rejected_failed_run_stores_nothing(tmp_path: Path) -> None:

@@ -13,6 +13,12 @@ Each format module in this package exposes:
   content (the first bytes, the names inside a directory), never from the file name alone.
 * ``convert(source: Source, declared: Declared) -> Iterator[dict]``: the records, or
   ``FormatError`` naming the key, line or file that failed (the whole input is rejected).
+* optionally ``joins(names: Mapping[str, str | None]) -> list[list[str]]``: given the names of
+  files given together from one folder (each with its detected format), the groups that are one
+  run, read together as their directory would be (registry.join_given).
+
+A run whose input names no model, and none declared, is refused once with ``no_model`` (where the
+tool writes the model), never left to the reader to reject record by record.
 
 kvlab.bench/2 — what ``convert`` yields, one dict per record::
 
