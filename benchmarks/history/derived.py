@@ -65,6 +65,13 @@ def runs_added(new_ids: Sequence[int], other_ids: Sequence[int], were: Sequence[
     if len(new_ids) + len(other_ids) <= INLINE_UP_TO:
         runs_changed([*new_ids, *other_ids], were)
         return False
+    defer(new_ids, other_ids, were)
+    return True
+
+
+def defer(new_ids: Sequence[int], other_ids: Sequence[int] = (), were: Sequence[rollups.Position] = ()) -> None:
+    """Leave these runs in the backlog, however few, and ask a worker to count them once the caller's
+    transaction commits (the regressions page, which never counts them while serving a GET)."""
     DerivedBacklog.objects.create(
         first_run_id=min(new_ids) if new_ids else None,
         last_run_id=max(new_ids) if new_ids else None,
@@ -73,7 +80,6 @@ def runs_added(new_ids: Sequence[int], other_ids: Sequence[int], were: Sequence[
         n_runs=len(new_ids) + len(other_ids),
     )
     transaction.on_commit(_ask_worker, robust=True)
-    return True
 
 
 PUBLISHER = "kvlab-derived-catch-up"  # the thread that queues a catch-up
