@@ -18,8 +18,10 @@ Generating is the slow part; loading is a bulk copy:
 
 Either way the schema ends exactly as the migrations made it: its indexes and constraints are
 read before the load and compared after it (the script fails if they differ). Then ``--jobs``
-jobs on one server (default 20,000: the job list at scale) and ``--sweeps`` sweeps of 4 flag
-sets each on one launch host (default 2,000) are added; ``manage.py rebuild_derived``
+jobs on one server (default 20,000: the job list at scale), ``--sweeps`` sweeps of 4 flag
+sets each on one launch host (default 2,000) and two big runs of ``--big-runs`` requests each
+(default 1,000,000: the compare chart of two million-request runs; ``synthetic.insert_big_run``,
+the lab's first run of two seeds drawn wave after wave) are added; ``manage.py rebuild_derived``
 recomputes every table derived from the runs when the command exists (issue 17's baselines,
 rollups); and ``ANALYZE`` (SQLite) or ``VACUUM ANALYZE`` (PostgreSQL) gives the planner its
 statistics.
@@ -36,9 +38,10 @@ Each step's seconds are printed and kept with the database.
 Usage (from the repository root)::
 
     .venv/bin/python bench/scale_fill.py [--engine sqlite|postgres] [--runs N] [--jobs N] [--sweeps N]
-        [--cache DIR] [--pg-url URL] [--pg-database NAME] [--refill] [--smoke] [--out DIR]
+        [--big-runs N] [--cache DIR] [--pg-url URL] [--pg-database NAME] [--refill] [--smoke] [--out DIR]
 
-``--smoke``: 2,000 runs, 60 jobs, 110 sweeps (PostgreSQL database ``kvlab_scale_smoke``).
+``--smoke``: 2,000 runs, 60 jobs, 110 sweeps, big runs of 20,000 requests (PostgreSQL database
+``kvlab_scale_smoke``).
 bench/scale_pages.py runs this first, then measures every page against the filled database.
 """
 
@@ -63,7 +66,7 @@ import synthetic
 from common import ROOT
 
 CACHE = Path.home() / ".cache" / "kvlab" / "scale"
-FILL_VERSION = 1  # bump when what a fill stores changes (jobs, sweeps, the load itself)
+FILL_VERSION = 2  # bump when what a fill stores changes (jobs, sweeps, big runs, the load itself); 2: the big runs
 BULK_TABLES = ("benchmarks_run", "benchmarks_requestresult")
 PROMPT = "Summarise the following text in one paragraph. " * 21  # 1 KiB, 4 per job (as bounded_pages.py)
 CHUNK = 10_000  # runs generated and written at a time
@@ -168,6 +171,7 @@ def wanted(args: argparse.Namespace) -> dict[str, Any]:
         "fill_version": FILL_VERSION,
         "jobs": args.jobs,
         "sweeps": args.sweeps,
+        "big_runs": args.big_runs,
     }
 
 
@@ -428,6 +432,16 @@ def add_jobs_and_sweeps(n_jobs: int, n_sweeps: int) -> None:
         )
 
 
+def add_big_runs(n_requests: int) -> list[int]:
+    """Two runs of n_requests requests each (the lab's first run of two seeds, numbered 0..n-1): their ids."""
+    ids = [synthetic.insert_big_run(n_requests, seed=seed) for seed in (synthetic.SEED, synthetic.SEED + 1)]
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        common.reset_id_sequences()  # insert_big_run gives the ids itself
+    return ids
+
+
 def rebuild_derived() -> bool:
     """manage.py rebuild_derived when kvlab has it (issue 17's derived tables); whether it ran."""
     from django.core.management import call_command, get_commands
@@ -457,11 +471,13 @@ def fill(engine: Sqlite | Postgres, args: argparse.Namespace, want: dict[str, An
     timed(timings, "bulk load", engine.load, raw)
     assert engine.schema() == before, "the bulk load left another schema than the migrations made"
     timed(timings, "jobs and sweeps", add_jobs_and_sweeps, args.jobs, args.sweeps)
+    big_run_ids = timed(timings, "big runs", add_big_runs, args.big_runs)
     derived = timed(timings, "rebuild_derived", rebuild_derived)
     timed(timings, "analyze", engine.analyze)
     held = raw_meta(raw)
     return want | {
-        "requests": int(held["requests"]),
+        "requests": int(held["requests"]),  # the lab's; each big run holds big_runs more
+        "big_run_ids": big_run_ids,
         "until": held["until"],
         "migrations": migration_hashes(),
         "rebuild_derived": derived,
@@ -512,18 +528,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=1_000_000, help="lab runs (10 requests each)")
     parser.add_argument("--jobs", type=int, default=20_000, help="finished jobs on one server")
     parser.add_argument("--sweeps", type=int, default=2_000, help="sweeps of 4 flag sets on one launch host")
+    parser.add_argument("--big-runs", type=int, default=1_000_000, help="requests of each of the two big runs")
     parser.add_argument("--cache", type=Path, default=CACHE, help=f"where the raw rows and SQLite fill go ({CACHE})")
     parser.add_argument("--pg-url", help="DATABASE_URL of a role that may create databases (default: ensure-postgres)")
     parser.add_argument("--pg-database", help="the filled PostgreSQL database (kvlab_scale; smoke: kvlab_scale_smoke)")
     parser.add_argument("--refill", action="store_true", help="fill again even if the kept database is current")
 
 
-SMOKE = {"runs": 2_000, "jobs": 60, "sweeps": 110}
+SMOKE = {"runs": 2_000, "jobs": 60, "sweeps": 110, "big_runs": 20_000}
 
 
 def finish_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.Namespace:
-    if args.runs < 100 or args.jobs < 60 or args.sweeps < 110:
-        parser.error("--runs must be 100 or more, --jobs 60 or more (a full page), --sweeps 110 or more")
+    if args.runs < 100 or args.jobs < 60 or args.sweeps < 110 or args.big_runs < 1:
+        parser.error(
+            "--runs must be 100 or more, --jobs 60 or more (a full page), --sweeps 110 or more, --big-runs 1 or more"
+        )
     if not args.pg_database:
         args.pg_database = "kvlab_scale_smoke" if args.smoke else "kvlab_scale"
     return args
@@ -537,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     shown = {k: v for k, v in meta.items() if k != "environment"}
     print(
         f"[{meta['engine']}] {meta['runs']:,} runs, {meta['requests']:,} requests, {meta['jobs']:,} jobs, "
-        f"{meta['sweeps']:,} sweeps; {meta['size_bytes'] / 2**30:.2f} GiB; fill {meta['fill_s']}"
+        f"{meta['sweeps']:,} sweeps, 2 big runs of {meta['big_runs']:,} requests; "
+        f"{meta['size_bytes'] / 2**30:.2f} GiB; fill {meta['fill_s']}"
     )
     common.write_results(args.out, f"scale_fill_{meta['engine']}", shown | common.machine())
     return 0

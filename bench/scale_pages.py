@@ -4,8 +4,8 @@ What is measured
 ----------------
 The database bench/scale_fill.py fills (run first, in its own process: it reuses a kept
 database that is current, or fills one) — bench/synthetic.py's lab at ``--runs`` runs (default
-1,000,000) of 10 requests each, 20,000 jobs on one server and 2,000 sweeps — on SQLite or,
-with ``--engine postgres``, PostgreSQL.
+1,000,000) of 10 requests each, 20,000 jobs on one server, 2,000 sweeps and two big runs of
+``--big-runs`` requests each (default 1,000,000) — on SQLite or, with ``--engine postgres``, PostgreSQL.
 
 Then django.test.Client requests each page in-process, through the whole middleware stack
 (gzip included: every request says ``Accept-Encoding: gzip``), view and template: once to
@@ -20,6 +20,7 @@ The pages (per_page 200 unless named):
   (common) and a whole run key (one run) — and combinations (a model's failed runs, a model
   by tok/s, a label in a date range, partial runs by concurrency);
 * run page (the newest run), compare (12 runs: the page and the chart);
+* a big run's page, and compare of the two big runs (the page and the chart);
 * timeline: the default, each grouping, a model, a zoomed range (x0/x1: the last 30 days),
   and its JSON download; load curve (a model); regressions: the default and each grouping;
   home; job list (first and last page); sweep list.
@@ -29,7 +30,9 @@ show, against plain SQL — the run list's rows are as many as the filter matche
 page size), every row matches the filter (a part of a run id: among the latest runs, as the
 form says) and the rows come in the sort's order (no value lowest), the first holding the
 extreme value (of the latest matches, where the page says it sorted only those); the run
-page's 10 requests; compare's 12 runs, and a strip point for each of their ok requests; each
+page's 10 requests; compare's 12 runs, and a strip point for each of their ok requests; a big
+run's first 200 requests and its distributions called a sample; the big runs' chart drawing an even
+sample of each (the points plain SQL finds at seq 0, step, 2·step, …) and saying of how many; each
 chart's figure with points; the home page's 10 latest runs; 50 job rows; 100 sweep rows; the
 regressions found, or the groups searched.
 
@@ -45,8 +48,9 @@ Usage (from the repository root)::
     .venv/bin/python bench/scale_pages.py [--engine sqlite|postgres] [--runs N] [--requests N]
         [--max-case-s S] [--only TEXT] [fill options: see scale_fill.py] [--smoke] [--out DIR]
 
-Results: bench/out/scale_pages_<engine>.json. ``--smoke`` fills 2,000 runs (60 jobs, 110
-sweeps) and times 2 requests a page, every check still made (results in bench/out/smoke/).
+Results: bench/out/scale_pages_<engine>.json. ``--smoke`` fills 2,000 runs (60 jobs, 110 sweeps,
+big runs of 20,000 requests) and times 2 requests a page, every check still made (results in
+bench/out/smoke/).
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ GOAL_MS = 300.0  # p95 server time, every page
 GOAL_REGRESSIONS_MS = 50.0  # the regressions page
 GOAL_BYTES = 2**20  # on the wire
 MAX_CURVES = 8  # charts.figures.MAX_CURVES, checked at start
+COMPARE_BOX_POINTS = 10_000  # charts.views.COMPARE_BOX_POINTS: the compare chart's sample, checked at start
+DISTRIBUTION_SAMPLE = 10_000  # history.views.DISTRIBUTION_SAMPLE: the run page's, checked at start
 RUN_ROW = re.compile(rb'<tr class="outcome-[\w-]+">.*?<a href="/runs/(\d+)/">', re.S)  # run_list.html
 NO_RUNS = b"No runs match these filters."
 # many matches sorted by a value: the latest N of them are sorted (history.views.SORT_WINDOW), and the page says so
@@ -206,9 +212,14 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
             [(OUTCOME_SQL["partial"], ())],
         ),
     ]
-    newest = scalar("SELECT max(id) FROM benchmarks_run")
+    big = [int(i) for i in meta["big_run_ids"]]
+    not_big = f"id NOT IN ({', '.join(['%s'] * len(big))})"
+    newest = scalar(f"SELECT max(id) FROM benchmarks_run WHERE {not_big}", tuple(big))
     compare_ids = [
-        r[0] for r in rows("SELECT id FROM benchmarks_run WHERE model = %s ORDER BY id DESC LIMIT 12", (model,))
+        r[0]
+        for r in rows(
+            f"SELECT id FROM benchmarks_run WHERE model = %s AND {not_big} ORDER BY id DESC LIMIT 12", (model, *big)
+        )
     ]
     assert len(compare_ids) == 12, "the lab has not 12 runs of the model"
     n_strip = scalar(
@@ -216,6 +227,7 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
         "AND ok AND tok_s IS NOT NULL",
         tuple(compare_ids),
     )
+    big_strips = big_run_sample(big)
     zoom = {"x0": (until - timedelta(days=30)).isoformat(), "x1": until.isoformat()}
     n_jobs = scalar("SELECT count(*) FROM benchmarks_job")
     last_job_page = -(-n_jobs // 50)
@@ -229,6 +241,13 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
          "params": {"run": compare_ids}, "runs": compare_ids},
         {"page": "compare chart, 12 runs", "kind": "compare chart", "url": reverse("chart-compare"),
          "params": {"run": compare_ids}, "points": n_strip},
+        {"page": f"run page, {meta['big_runs']:,} requests", "kind": "run page",
+         "url": reverse("run-detail", args=[big[0]]), "params": {}, "requests": min(200, meta["big_runs"]),
+         "sampled": meta["big_runs"] > DISTRIBUTION_SAMPLE},
+        {"page": f"compare, 2 runs of {meta['big_runs']:,}", "kind": "compare page", "url": reverse("run-compare"),
+         "params": {"run": big}, "runs": big},
+        {"page": f"compare chart, 2 runs of {meta['big_runs']:,}", "kind": "compare chart",
+         "url": reverse("chart-compare"), "params": {"run": big}, "strips": big_strips},
         {**timeline, "page": "timeline", "params": {}},
         *({**timeline, "page": f"timeline by {group}", "params": {"group": group}}
           for group in figures.GROUPINGS if group != "label"),
@@ -245,6 +264,25 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
          "jobs": n_jobs - (last_job_page - 1) * 50},
         {"page": "sweep list", "kind": "sweeps", "url": reverse("sweep-list"), "params": {}, "sweeps": 100},
     ]  # fmt: skip
+
+
+def big_run_sample(big: list[int]) -> list[dict[str, Any]]:
+    """What the compare chart of the two big runs must draw, in plain SQL: per run its ok requests with a
+    tok/s at seq 0, step, 2·step, … (charts.views.COMPARE_BOX_POINTS shared between the two runs, step
+    = ⌈its requests' span / its share⌉: history.sampling), and whether the page must call it a sample."""
+    share = COMPARE_BOX_POINTS // len(big)
+    strips = []
+    for run_id in big:
+        span = scalar("SELECT max(seq) + 1 FROM benchmarks_requestresult WHERE run_id = %s", (run_id,))
+        step = max(1, -(-span // share))
+        points = scalar(
+            "SELECT count(*) FROM benchmarks_requestresult WHERE run_id = %s AND ok AND tok_s IS NOT NULL "
+            "AND seq % %s = 0 AND seq < %s",
+            (run_id, step, min(span, step * share)),
+        )
+        n_ok = scalar("SELECT n_ok FROM benchmarks_run WHERE id = %s", (run_id,))
+        strips.append({"points": points, "step": step, "n_ok": n_ok})
+    return strips
 
 
 def rows(sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -319,6 +357,8 @@ def check(case: dict[str, Any], response: Any) -> bytes:
     elif kind == "run page":
         found = len(REQUEST_ROW.findall(body))
         assert found == case["requests"], f"{name}: {found} request rows, not {case['requests']}"
+        if case.get("sampled"):
+            assert b"a sample: every" in body, f"{name}: the distributions do not say they are a sample"
     elif kind == "compare page":
         shown = [int(i) for i in COMPARE_HEAD.findall(body)]
         assert shown == case["runs"], f"{name}: runs {shown}, not {case['runs']}"
@@ -326,6 +366,13 @@ def check(case: dict[str, Any], response: Any) -> bytes:
         figure = figures_on(body).get("compare-figure")
         assert figure, f"{name}: no figure"
         boxes = [t for t in figure["data"] if t.get("type") == "box"]
+        if "strips" in case:  # the big runs: each an even sample, and the page says of how many
+            assert [len(t["y"]) for t in boxes] == [s["points"] for s in case["strips"]], f"{name}: not the sample"
+            text = b" ".join(body.split())
+            for strip in (s for s in case["strips"] if s["step"] > 1):
+                note = f"{strip['points']:,} of {strip['n_ok']:,} (every {strip['step']:,}th)".encode()
+                assert note in text, f"{name}: the page does not say {note.decode()!r}"
+            return body
         assert len(boxes) == 12, f"{name}: {len(boxes)} strips, not 12"
         shown = sum(len(t["y"]) for t in boxes)
         assert shown == case["points"], f"{name}: {shown} strip points, not the {case['points']} ok requests"
@@ -434,8 +481,8 @@ def verdict(page: dict[str, Any]) -> str:
 def print_table(results: dict[str, Any]) -> None:
     print(
         f"\nPages at scale on {results['engine']}: {results['runs']:,} runs, {results['requests']:,} requests, "
-        f"{results['jobs']:,} jobs, {results['sweeps']:,} sweeps; up to {results['timed_requests']} timed requests "
-        "a page, gzip asked"
+        f"{results['jobs']:,} jobs, {results['sweeps']:,} sweeps, and 2 big runs of {results['big_runs']:,} requests; "
+        f"up to {results['timed_requests']} timed requests a page, gzip asked"
     )
     print(f"reproduce: {results['command']}")
     header = (
@@ -474,6 +521,7 @@ def fill(args: argparse.Namespace) -> dict[str, Any]:
     """Run scale_fill.py with the same options in its own process; what the filled database holds."""
     options = ["--engine", args.engine, "--runs", str(args.runs), "--jobs", str(args.jobs)]
     options += ["--sweeps", str(args.sweeps), "--cache", str(args.cache), "--pg-database", args.pg_database]
+    options += ["--big-runs", str(args.big_runs)]
     options += ["--out", str(args.out)] + (["--pg-url", args.pg_url] if args.pg_url else [])
     options += ["--refill"] if args.refill else []
     subprocess.run([sys.executable, str(ROOT / "bench" / "scale_fill.py"), *options], cwd=ROOT, check=True)
@@ -500,9 +548,12 @@ def main(argv: list[str] | None = None) -> int:
     from django.db import connection, connections
     from django.test import Client
 
-    from benchmarks.charts import figures
+    from benchmarks.charts import figures, views
+    from benchmarks.history import views as history_views
 
     assert figures.MAX_CURVES == MAX_CURVES, "the load curve's cap changed; update this"
+    assert views.COMPARE_BOX_POINTS == COMPARE_BOX_POINTS, "the compare chart's sample changed; update this"
+    assert history_views.DISTRIBUTION_SAMPLE == DISTRIBUTION_SAMPLE, "the run page's sample changed; update this"
     engine_version = connection.cursor().connection.info.server_version if args.engine == "postgres" else None
     client = Client()
     pages = []
@@ -530,6 +581,7 @@ def main(argv: list[str] | None = None) -> int:
         "requests": meta["requests"],
         "jobs": meta["jobs"],
         "sweeps": meta["sweeps"],
+        "big_runs": meta["big_runs"],
         "fill": {k: meta.get(k) for k in ("fill_s", "filled_at", "rebuild_derived", "size_bytes")},
         "timed_requests": args.requests,
         "goals": {"p95_ms": GOAL_MS, "regressions_p95_ms": GOAL_REGRESSIONS_MS, "wire_bytes": GOAL_BYTES},

@@ -31,7 +31,9 @@ def test_scale_pages_measures_every_page_of_the_filled_database_against_its_goal
     stdout = run("scale_pages.py", "--cache", str(cache), "--out", str(out))
 
     assert "[sqlite] filling 2,000 runs (no complete fill)" in stdout
-    assert "Pages at scale on sqlite: 2,000 runs, 20,000 requests, 60 jobs, 110 sweeps" in stdout
+    assert "Pages at scale on sqlite: 2,000 runs, 20,000 requests, 60 jobs, 110 sweeps, and 2 big runs of 20,000" in (
+        stdout
+    )
     assert "reproduce: .venv/bin/python bench/scale_pages.py --smoke" in stdout
     results = json.loads((out / "scale_pages_sqlite.json").read_text())
     assert results["wrong"] == []
@@ -51,6 +53,8 @@ def test_scale_pages_measures_every_page_of_the_filled_database_against_its_goal
         "regressions by gpu",
     } <= set(pages)
     assert {"home", "job list", "job list, last page", "sweep list"} <= set(pages)
+    # two big runs: one's page, and their compare, whose chart draws an even sample of each
+    assert {"run page, 20,000 requests", "compare, 2 runs of 20,000", "compare chart, 2 runs of 20,000"} <= set(pages)
     assert all(p["timed"] == 2 and p["p95_ms"] > 0 and p["queries"] > 0 for p in pages.values())
     assert all(p["gzip"] and p["wire_bytes"] < p["bytes"] for p in pages.values())  # gzip was asked and served
     assert all(p["time_ok"] == (p["p95_ms"] < p["goal_ms"]) for p in pages.values())
