@@ -171,6 +171,7 @@ def guidellm_round(exe: Path, base_url: str, tokenizer: Path, args: argparse.Nam
         raise SystemExit(f"guidellm failed (rc {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     imported = import_path(report, origin="command", declared=Declared(gpu="cpu (tiny model)"))
     assert imported.status == "imported", f"kvlab could not import guidellm's report: {imported.status}"
+    from benchmarks.history.summaries import median_of
     from benchmarks.models import Run
 
     run = Run.objects.filter(first_import=imported).get()
@@ -178,8 +179,8 @@ def guidellm_round(exe: Path, base_url: str, tokenizer: Path, args: argparse.Nam
     return {
         "source": "guidellm",
         "run": run.key,
-        "ttft_ms": (summary.get("ttft_ms") or {}).get("median"),
-        "tpot_ms": (summary.get("tpot_ms") or {}).get("median"),
+        "ttft_ms": median_of(summary.get("ttft_ms") or {}),
+        "tpot_ms": median_of(summary.get("tpot_ms") or {}),
         "output_tok_s": summary.get("output_tok_s"),
     }
 

@@ -24,23 +24,43 @@ tool's value, in kvlab's units) or "derived" (computed from the tool's values).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 from .metrics import RunSummary
 
 WALL_REPORTED = "reported"  # Run.WallSource.REPORTED: the wall time a file states
-# Run column -> (summary statistic, its keys in order of preference)
+# Run column -> (summary statistic, which of its figures: "median" is median_of's)
 _SECONDS_FROM_MS = {
-    "ttft_p50": ("ttft_ms", ("p50", "median")),
-    "ttft_p95": ("ttft_ms", ("p95",)),
-    "e2e_p95": ("e2e_ms", ("p95",)),
-    "e2e_p50": ("e2e_ms", ("p50", "median")),
-    "itl_p50": ("itl_ms", ("p50", "median")),
-    "itl_p95": ("itl_ms", ("p95",)),
-    "tpot_p50": ("tpot_ms", ("p50", "median")),
-    "tpot_p95": ("tpot_ms", ("p95",)),
+    "ttft_p50": ("ttft_ms", "median"),
+    "ttft_p95": ("ttft_ms", "p95"),
+    "e2e_p95": ("e2e_ms", "p95"),
+    "e2e_p50": ("e2e_ms", "median"),
+    "itl_p50": ("itl_ms", "median"),
+    "itl_p95": ("itl_ms", "p95"),
+    "tpot_p50": ("tpot_ms", "median"),
+    "tpot_p95": ("tpot_ms", "p95"),
 }
+
+
+def median_of(stats: Mapping[str, Any]) -> float | None:
+    """A tool's median of one statistic (its ttft_ms, e2e_ms, …): the p50, else the median; None with neither.
+
+    The one rule for the run's p50 columns and the run page's table of the tool's figures. The p50 comes
+    first because it is the tool's percentile, computed as the p95 beside it is, and the column it fills
+    is a p50. Where a file holds both the order changes nothing: GuideLLM's DistributionSummary sets
+    ``median`` to ``percentiles.p50`` (0.5; 0.2-0.4 read both off one CDF at 0.5), and the GuideLLM
+    file in peer-results holds the same value under both in all 60 statistics that have them; vLLM's and
+    SGLang's ``median_*`` (np.median) and ``p50_*`` (np.percentile) agree too. vLLM and SGLang write the
+    median alone unless asked for a 50th percentile; AIPerf and llmperf write the p50 (their importers
+    copy it to median).
+    """
+    for key in ("p50", "median"):
+        value = stats.get(key)
+        if value is not None:
+            return float(value)
+    return None
 _FROM_ROWS = (
     "tok_s_mean",
     "tok_s_min",
@@ -125,9 +145,9 @@ def with_tool_summary(
 
 def _figures(summary: dict[str, Any]) -> dict[str, Any]:
     figures: dict[str, Any] = {}
-    for column, (stat, keys) in _SECONDS_FROM_MS.items():
+    for column, (stat, key) in _SECONDS_FROM_MS.items():
         stats = summary.get(stat) or {}
-        value = next((stats[key] for key in keys if stats.get(key) is not None), None)
+        value = median_of(stats) if key == "median" else stats.get(key)
         if value is not None:
             figures[column] = value / 1000
     if summary.get("output_tok_s") is not None:

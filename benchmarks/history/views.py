@@ -31,6 +31,7 @@ from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm, ValueSearchForm
 from .importer import import_uploads, read_server_log
 from .metrics import distribution
+from .summaries import median_of
 
 REQUESTS_PER_PAGE = 200
 REJECTS_PER_PAGE = 500
@@ -195,8 +196,7 @@ def tool_summary(summary: dict[str, Any]) -> dict[str, Any]:
     for name, key in SUMMARY_LATENCIES:
         stats = summary.get(key) or {}
         if stats:
-            median = stats.get("median", stats.get("p50"))
-            values = [stats.get("mean"), median, *(stats.get(p) for p in ("p90", "p95", "p99"))]
+            values = [stats.get("mean"), median_of(stats), *(stats.get(p) for p in ("p90", "p95", "p99"))]
             latencies.append((name, [ms(v) for v in values]))
     return {
         "figures": [(name, show(summary.get(key))) for name, key, show in SUMMARY_FIGURES if key in summary],

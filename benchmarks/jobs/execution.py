@@ -44,6 +44,7 @@ from .arrivals import run_key_suffix, send_offsets, wave_rates
 from .client.probe import ProbeError, probe, synthetic_prompt, tokenize
 from .client.stream import Outcome, Progress, session_for, stream_completion
 from .client.target import Target, TargetRefused, resolve_target
+from .lifecycle import total_requests
 from .pool import server_pool
 from .telemetry import attribution
 from .telemetry.sampler import PERIOD_S, endpoints_from_probe, sample
@@ -82,9 +83,10 @@ def _run(job: Job, target: Target) -> str:
     params = job.params
     repeats = int(params.get("repeats", 1))
     n_requests = int(params["requests"])
-    # Known from the start, so the page never reads "0 of 0 done".
     rates = wave_rates(params)  # [None] at fixed concurrency; repeats run per rate
-    Job.objects.filter(pk=job.pk).update(n_total=len(rates) * repeats * n_requests)
+    # A sweep's job is stored without its total (submit_job's have it): known from the claim on, so the
+    # page never reads "0 of 0 done"; the one count, the same before a worker claims the job and after.
+    Job.objects.filter(pk=job.pk).update(n_total=total_requests(params))
     api_key = job.server.api_key if job.server else ""
     server_info: dict[str, Any] = storable_json(probe(target, api_key))  # the server's answers are input
     if not server_info.get("reachable"):

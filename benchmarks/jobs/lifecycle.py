@@ -22,6 +22,7 @@ from ..history import derived
 from ..history.metrics import at_rank
 from ..models import Job, RequestResult, Run, Server
 from ..models.jobs import WORKER_LOST
+from .arrivals import wave_rates
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,12 @@ def worker_available() -> str:
     if not replies:
         return "no benchmark worker is running (start one: make run, or celery -A kvlab worker -Q kvlab)"
     return ""
+
+
+def total_requests(params: dict[str, Any]) -> int:
+    """How many requests a job sends: requests × repeats, at each rate of a rate sweep (arrivals.wave_rates).
+    The one count of a job's total, before a worker claims it and after."""
+    return len(wave_rates(params)) * int(params.get("repeats", 1)) * int(params["requests"])
 
 
 def submit_job(
@@ -53,7 +60,7 @@ def submit_job(
             gpu=server.gpu if server else "",
             label=label,
             params=params,
-            n_total=int(params["requests"]) * int(params.get("repeats", 1)),  # "0 of 3 done" from the start
+            n_total=total_requests(params),  # "0 of 18 done" from the start, as once a worker claims it
             created_by=user if user is not None and user.is_authenticated else None,
         )
         tasks.enqueue(job)
