@@ -51,16 +51,18 @@ def median_of(stats: Mapping[str, Any]) -> float | None:
     first because it is the tool's percentile, computed as the p95 beside it is, and the column it fills
     is a p50. Where a file holds both the order changes nothing: GuideLLM's DistributionSummary sets
     ``median`` to ``percentiles.p50`` (0.5; 0.2-0.4 read both off one CDF at 0.5), and the GuideLLM
-    file in peer-results holds the same value under both in all 60 statistics that have them; vLLM's and
-    SGLang's ``median_*`` (np.median) and ``p50_*`` (np.percentile) agree too. vLLM and SGLang write the
-    median alone unless asked for a 50th percentile; AIPerf and llmperf write the p50 (their importers
-    copy it to median).
+    file in peer-results holds the same value under both in all 60 statistics that have them; vLLM's
+    ``median_*`` (np.median: the lambdalabs file's median_ttft_ms is its 10 ttfts' interpolated median)
+    and its ``p50_*``, written only when asked for (np.percentile, linear), are one number too. vLLM and
+    SGLang files mostly hold the median alone; AIPerf and llmperf the p50 (their importers copy it to median).
     """
     for key in ("p50", "median"):
         value = stats.get(key)
         if value is not None:
             return float(value)
     return None
+
+
 _FROM_ROWS = (
     "tok_s_mean",
     "tok_s_min",
