@@ -115,7 +115,7 @@ def decode_line(raw: bytes) -> dict[str, Any]:
         value = orjson.loads(raw)
         if (
             type(value) is dict
-            and b"\\u" not in raw
+            and (b"\\" not in raw or b"\\u" not in raw)  # a one-byte search first: most lines escape nothing
             and _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO)
             and orjson.dumps(value).count(b":") == raw.count(b":")
         ):

@@ -80,7 +80,8 @@ class ParsedRun:
     values: tuple[Any, ...]  # run fields in RUN_FIELD_NAMES order, merged over its lines
     records: list[tuple[int, Record, int]] = field(default_factory=list)  # (line_no, record, occurrence)
     occurrences: dict[str, int] = field(default_factory=dict)  # content hash -> times seen
-    value_lines: dict[int, int] = field(default_factory=dict)  # field index -> line that set it
+    value_lines: dict[int, int] = field(default_factory=dict)  # field index -> a later line that set it
+    # (a field its first line sets is not in value_lines: first_line set it)
     summary: dict[str, Any] | None = None  # the tool's aggregates (a kvlab.bench/2 summary record)
     summary_extra: dict[str, Any] = field(default_factory=dict)
     summary_line: int = 0
@@ -88,9 +89,7 @@ class ParsedRun:
 
     @classmethod
     def start(cls, line_no: int, record: Record) -> ParsedRun:
-        run = cls(key=record.run[0], first_line=line_no, values=record.run)
-        run.value_lines = {i: line_no for i, v in enumerate(record.run) if v is not None}
-        return run
+        return cls(key=record.run[0], first_line=line_no, values=record.run)
 
     def add(self, line_no: int, record: Record) -> None:
         """Add a line of this run; RecordError when it describes the run differently."""
@@ -165,9 +164,9 @@ class ParsedRun:
                 values[i] = value
                 filled.append(i)
             elif current != value:
-                name = RUN_FIELD_NAMES[i]
+                name, where = RUN_FIELD_NAMES[i], self.value_lines.get(i, self.first_line)
                 raise RecordError(
-                    f"run {self.key!r}: {name!r} is {value!r} here but {current!r} on line {self.value_lines[i]}; "
+                    f"run {self.key!r}: {name!r} is {value!r} here but {current!r} on line {where}; "
                     "all lines of a run must describe the same run"
                 )
         self.values = tuple(values)

@@ -23,7 +23,7 @@ import functools
 import hashlib
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -199,11 +199,24 @@ def normalize(
 
 
 def _normalize_v2(obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None, require_model: bool) -> Record:
+    record = _normalize_v2_laid_out(obj, run_cache, require_model)
+    return record if record is not None else _normalize_v2_strictly(obj, run_cache, require_model)
+
+
+def _normalize_v2_strictly(
+    obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None, require_model: bool
+) -> Record:
+    """Any kvlab.bench/2 record, each field found by its path (the reference _normalize_v2_laid_out follows)."""
     fields, extra = _from_canonical(obj)
     provenance = fields.get("provenance")
     if provenance is not None:
         fields["provenance"] = _provenance_pairs(provenance)
     run = _run_values(tuple(map(fields.get, RUN_FIELD_NAMES)), run_cache, require_model)
+    return _v2_record(obj, run, extra, fields.get)
+
+
+def _v2_record(obj: dict[str, Any], run: tuple[Any, ...], extra: dict[str, Any], field: Callable[[str], Any]) -> Record:
+    """The rest of a kvlab.bench/2 record once its run is validated; field(name): a request field's raw value."""
     if extra:
         check_json(extra, "extra")
     has_request, has_summary = obj.get("request") is not None, obj.get("summary") is not None
@@ -211,8 +224,8 @@ def _normalize_v2(obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | N
         raise RecordError(f"a {SCHEMA_V2} record holds exactly one of 'request' and 'summary'")
     if has_summary:
         return Record(run, None, extra, "", None, check_summary(obj["summary"]))
-    request = _request_values(*map(fields.get, REQUEST_FIELD_NAMES))
-    itl = fields.get("itl_s")
+    request = _request_values(*map(field, REQUEST_FIELD_NAMES))
+    itl = field("itl_s")
     return Record(run, request, extra, content_hash(request, extra), None if itl is None else _itl_values(itl))
 
 
@@ -278,6 +291,98 @@ def _from_canonical(obj: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     elif not isinstance(extra, dict):
         raise RecordError(f"wrong type: 'extra' must be an object, got {json_type_name(extra)}")
     return fields, extra
+
+
+# --- kvlab.bench/2 laid out as the schema says: the common line, read without walking each path ----------
+# A line is read this way only when every object in it holds only the schema's keys (anything else is
+# read by _from_canonical, which names the problem); the values are then exactly what it would find.
+
+_V2_TOP_LEVEL = frozenset(_TOP_LEVEL[SCHEMA_V2])
+_V2_REQUEST_KEYS = frozenset(path[1] for path in _LAYOUTS[SCHEMA_V2][2] if path[0] == "request")
+_V2_RUN_OBJECTS = tuple(sorted({path[1] for path in RUN_FIELDS_V2.values() if len(path) == 3}))  # server, tool, …
+_V2_RUN_PLANS: dict[tuple[Any, ...], Callable[[tuple[Any, ...]], tuple[Any, ...]] | None] = {}
+_NO_REQUEST: dict[str, Any] = {}
+
+
+def _normalize_v2_laid_out(
+    obj: dict[str, Any], run_cache: dict[Any, tuple[Any, ...]] | None, require_model: bool
+) -> Record | None:
+    """A kvlab.bench/2 record whose objects hold only the schema's keys, as _normalize_v2 reads it; None
+    for any other (which may be valid: _from_canonical reads it). A run's lines repeat its run object:
+    with run_cache, its validated values are remembered under its JSON text (exact: true, 1 and 1.0
+    are written apart), so each of a run's lines after the first costs one orjson.dumps of it."""
+    run = obj.get("run")
+    request = obj.get("request")
+    extra = obj.get("extra")
+    if type(run) is not dict or not obj.keys() <= _V2_TOP_LEVEL:
+        return None
+    if request is not None and (type(request) is not dict or not request.keys() <= _V2_REQUEST_KEYS):
+        return None
+    if extra is None:
+        extra = {}
+    elif type(extra) is not dict:
+        return None
+    key: Any = None
+    values = None
+    if run_cache is not None:
+        try:
+            key = (SCHEMA_V2, orjson.dumps(run))
+        except orjson.JSONEncodeError:  # an integer beyond 64 bits: checked, not remembered
+            key = None
+        else:
+            values = run_cache.get(key)
+    if values is None:
+        raw = _v2_run_fields(run)
+        if raw is None:
+            return None
+        if raw[_PROVENANCE] is not None:
+            raw = (*raw[:_PROVENANCE], _provenance_pairs(raw[_PROVENANCE]), *raw[_PROVENANCE + 1 :])
+        if key is None:
+            values = _run_values(raw, run_cache, require_model)
+        else:
+            values = run_cache[key] = _checked_run_values(raw, require_model)  # type: ignore[index]
+    return _v2_record(obj, values, extra, (_NO_REQUEST if request is None else request).get)
+
+
+def _v2_run_fields(run: dict[str, Any]) -> tuple[Any, ...] | None:
+    """A v2 run object's raw field values in RUN_FIELD_NAMES order, or None when it holds a key the
+    schema does not (or an object where the schema has one is not an object)."""
+    inner = tuple(map(run.get, _V2_RUN_OBJECTS))
+    for node in inner:
+        if node is not None and type(node) is not dict:
+            return None
+    shape = (tuple(run), *(None if node is None else tuple(node) for node in inner))
+    try:
+        plan = _V2_RUN_PLANS[shape]
+    except KeyError:
+        plan = _make_v2_run_plan(shape)
+        if len(_V2_RUN_PLANS) > 1024:
+            _V2_RUN_PLANS.clear()
+        _V2_RUN_PLANS[shape] = plan
+    if plan is None:
+        return None
+    joined: tuple[Any, ...] = (*run.values(), *(v for node in inner if node is not None for v in node.values()), None)
+    return plan(joined)
+
+
+def _make_v2_run_plan(shape: tuple[Any, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]] | None:
+    """For a run object's keys (and its inner objects' keys, in _V2_RUN_OBJECTS order), where each
+    run field's value sits in (*run.values(), *each inner object's values, None); None when a key is
+    not the schema's."""
+    _paths_, _containers, leaf_paths, known_paths = _LAYOUTS[SCHEMA_V2]
+    position: dict[tuple[str, ...], int] = {}
+    run_keys, *inner_keys = shape
+    for key in run_keys:
+        if ("run", key) not in leaf_paths and ("run", key) not in known_paths:
+            return None
+        position[("run", key)] = len(position)
+    for name, keys in zip(_V2_RUN_OBJECTS, inner_keys, strict=True):
+        for key in keys or ():
+            if ("run", name, key) not in leaf_paths:
+                return None
+            position[("run", name, key)] = len(position)
+    absent = len(position)
+    return operator.itemgetter(*(position.get(RUN_FIELDS_V2[name], absent) for name in RUN_FIELD_NAMES))
 
 
 class _FlatPlan(NamedTuple):
@@ -493,20 +598,31 @@ def check_summary(value: Any) -> dict[str, Any]:
     """A kvlab.bench/2 summary, validated, in its canonical form (absent and null values left out)."""
     if not isinstance(value, dict):
         raise _wrong_type("summary", "an object", value)
-    unknown = set(value) - set(SUMMARY_FIELDS)
-    if unknown:
+    if not value.keys() <= _SUMMARY_FIELD_SET:
+        unknown = set(value) - _SUMMARY_FIELD_SET
         raise RecordError(f"unknown field 'summary.{sorted(unknown)[0]}'; put custom fields under 'extra'")
+    # Each check has an inline fast path for the common well-formed value (a run's summary is read
+    # once per run: a file of one-request runs reads as many summaries as requests).
     out: dict[str, Any] = {}
+    get = value.get
     for name in SUMMARY_COUNTS:
-        out[name] = _int(value.get(name), f"summary.{name}", minimum=0)
+        v = get(name)
+        out[name] = v if v is None or (type(v) is int and 0 <= v <= MAX_INT) else _int(v, f"summary.{name}", minimum=0)
     for name in SUMMARY_TOKENS:
-        out[name] = _big_int(value.get(name), f"summary.{name}")
-    out["requests_sampled"] = _bool(value.get("requests_sampled"), "summary.requests_sampled")
+        v = get(name)
+        out[name] = v if v is None or (type(v) is int and 0 <= v <= MAX_JSON_INT) else _big_int(v, f"summary.{name}")
+    v = get("requests_sampled")
+    out["requests_sampled"] = v if v is None or type(v) is bool else _bool(v, "summary.requests_sampled")
     for name in SUMMARY_NUMBERS:
-        out[name] = _number(value.get(name), f"summary.{name}")
+        v = get(name)
+        out[name] = v if v is None or (type(v) is float and 0.0 <= v < math.inf) else _number(v, f"summary.{name}")
     for name in SUMMARY_STATS:
         stats = value.get(name)
         if stats is None:
+            continue
+        if type(stats) is dict and stats.keys() <= _STAT_KEY_SET and _all_finite_floats(stats.values()):
+            # the common statistic: floats a tool wrote, each already what _number returns
+            out[name] = {key: stats[key] for key in STAT_KEYS if key in stats} or None
             continue
         if not isinstance(stats, dict):
             raise _wrong_type(f"summary.{name}", "an object", stats)
@@ -530,6 +646,15 @@ def check_summary(value: Any) -> dict[str, Any]:
                 f"'summary.n_requests' ({out['n_requests']})"
             )
     return {name: v for name, v in out.items() if v is not None}
+
+
+_STAT_KEY_SET = frozenset(STAT_KEYS)
+_SUMMARY_FIELD_SET = frozenset(SUMMARY_FIELDS)
+
+
+def _all_finite_floats(values: Iterable[Any]) -> bool:
+    """Every value a float, at least 0 and finite (what _number accepts and returns unchanged)."""
+    return all(type(v) is float and 0.0 <= v < math.inf for v in values)
 
 
 def _big_int(value: object, name: str) -> int | None:
