@@ -159,14 +159,14 @@ class Lab:
         self.weights = [label["weight"] for label in self.labels]
         self.until = until or datetime.now(UTC).replace(microsecond=0)
 
-    def runs(self, n_runs: int) -> Iterator[LabRun]:
-        """n_runs runs (ids 1..n_runs), spread evenly over the year that ends at `until`."""
+    def runs(self, n_runs: int, per_run: int = REQUESTS_PER_RUN) -> Iterator[LabRun]:
+        """n_runs runs (ids 1..n_runs) of per_run requests each, spread evenly over the year that ends at `until`."""
         first = self.until - timedelta(days=365)
         gap = 365 * 86400 / n_runs
         for index in range(n_runs):
-            yield self._run(index, first, gap)
+            yield self._run(index, first, gap, per_run)
 
-    def _run(self, index: int, first: datetime, gap: float) -> LabRun:
+    def _run(self, index: int, first: datetime, gap: float, per_run: int = REQUESTS_PER_RUN) -> LabRun:
         rng = self.rng
         run_id = index + 1
         label = rng.choices(self.labels, self.weights)[0]
@@ -201,7 +201,7 @@ class Lab:
             run["key"] = f"{label['name']}-{run_id:07d}"
             run["server_props"] = None
         drift = (1 + 0.08 * days / 365) * (0.85 if days % 97 < 4 else 1.0)  # builds get faster; some regress
-        requests, reported = make_requests(rng, label, run, drift, started)
+        requests, reported = make_requests(rng, label, run, drift, started, per_run)
         summary = summarize([r[2:13] for r in requests], reported)
         run.update(summary._asdict())
         run.update(
@@ -283,9 +283,14 @@ def server_props(model: str, flags: dict[str, Any], build: int) -> str:
 
 
 def make_requests(
-    rng: random.Random, label: dict[str, Any], run: dict[str, Any], drift: float, started: datetime
+    rng: random.Random,
+    label: dict[str, Any],
+    run: dict[str, Any],
+    drift: float,
+    started: datetime,
+    n: int = REQUESTS_PER_RUN,
 ) -> tuple[list[tuple[Any, ...]], float | None]:
-    """A run's 10 requests as REQUEST_COLUMNS tuples (ts still a datetime), and its reported wall time."""
+    """A run's n requests as REQUEST_COLUMNS tuples (ts still a datetime), and its reported wall time."""
     c = run["concurrency"]
     speed = (
         MODEL_SPEED[run["model"]]
@@ -298,16 +303,16 @@ def make_requests(
     prefill = speed * 45 * (1 + 0.15 * (c - 1))  # prompt tok/s, shared by the c requests
     outcome = rng.random()
     if outcome < label["fail_rate"]:  # the server was down: every request fails alike
-        failing = set(range(REQUESTS_PER_RUN))
-        kinds = [DOWN] * REQUESTS_PER_RUN
+        failing = set(range(n))
+        kinds = [DOWN] * n
     else:
         n_fail = rng.randint(1, 3) if outcome < label["fail_rate"] + 0.08 else 0
-        failing = set(rng.sample(range(REQUESTS_PER_RUN), n_fail))
-        kinds = [rng.choice(ERRORS) for _ in range(REQUESTS_PER_RUN)]
+        failing = set(rng.sample(range(n), min(n_fail, n)))
+        kinds = [rng.choice(ERRORS) for _ in range(n)]
     rows = []
     wave_start = 0.0
     wave_longest = 0.0
-    for seq in range(REQUESTS_PER_RUN):
+    for seq in range(n):
         if seq and seq % c == 0:
             wave_start += wave_longest
             wave_longest = 0.0
@@ -416,6 +421,70 @@ def write_lab_jsonl(path: Path, n_requests: int, *, seed: int = SEED) -> int:
                 out.write(orjson.dumps(record) + b"\n")
                 written += 1
     return n_runs
+
+
+# --- the kvlab.bench/2 export ----------------------------------------------------------
+
+EXPORT_TOOL = {"tool": "vllm", "tool_version": "0.10.1", "tool_format": "vllm-bench-serve", "engine": "llama.cpp"}
+# What an imported tool run's provenance says once stored, as export_bench writes it back.
+EXPORT_PROVENANCE = (("gpu", "file"), ("label", "file"), ("model", "file"), ("n_ok", "file"), ("n_requests", "file"))
+
+
+def tool_summary(lab_run: LabRun) -> dict[str, Any]:
+    """What a benchmark tool (vLLM's bench serve) reports for the run: counts, totals, TTFT and E2E stats, in ms."""
+    run, requests = lab_run.run, lab_run.requests
+    ok = [r for r in requests if r[3]]
+    summary: dict[str, Any] = {
+        "n_requests": len(requests),
+        "n_ok": len(ok),
+        "n_failed": len(requests) - len(ok),
+        "requests_sampled": False,
+        "input_tokens": sum(r[7] for r in ok),
+        "output_tokens": sum(r[9] for r in ok),
+    }
+    if run["effective_wall_s"]:
+        summary["duration_s"] = run["effective_wall_s"]
+        summary["output_tok_s"] = round(summary["output_tokens"] / run["effective_wall_s"], 6)
+    for name, column in (("ttft_ms", 12), ("e2e_ms", 11)):
+        values = sorted(r[column] * 1000 for r in ok if r[column] is not None)
+        if values:
+            summary[name] = {
+                "mean": round(sum(values) / len(values), 6),
+                "median": values[(len(values) - 1) // 2],
+                "p99": values[min(len(values) - 1, -(-99 * len(values) // 100) - 1)],
+            }
+    return summary
+
+
+def export_records(lab_run: LabRun) -> Iterator[dict[str, Any]]:
+    """A run as export_bench writes it in kvlab.bench/2: its summary record, then one record per request."""
+    from benchmarks.history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, to_canonical_v2
+
+    run = lab_run.run
+    values = {name: run.get("key" if name == "run_id" else name) for name in RUN_FIELD_NAMES}
+    values |= {**EXPORT_TOOL, "source": "imported", "started_at": None, "provenance": EXPORT_PROVENANCE}
+    values = {name: (None if value == "" else value) for name, value in values.items()}
+    yield to_canonical_v2(values, summary=tool_summary(lab_run))
+    for request in lab_run.requests:
+        fields = dict(zip(REQUEST_FIELD_NAMES, request[2:13], strict=True))
+        yield to_canonical_v2(values, request={name: (None if v == "" else v) for name, v in fields.items()})
+
+
+def write_lab_export(path: Path, n_requests: int, per_run: int, *, seed: int = SEED) -> tuple[int, int]:
+    """Write the lab as a kvlab.bench/2 export of n_requests requests in runs of per_run (the last maybe
+    fewer), each run's summary first; return (runs, lines)."""
+    import orjson
+
+    n_runs = -(-n_requests // per_run)
+    lines = 0
+    with path.open("wb") as out:
+        for i, lab_run in enumerate(Lab(seed).runs(n_runs, per_run)):
+            if i == n_runs - 1:  # the last run cut short
+                lab_run = LabRun(lab_run.run, lab_run.requests[: n_requests - i * per_run])
+            for record in export_records(lab_run):
+                out.write(orjson.dumps(record) + b"\n")
+                lines += 1
+    return n_runs, lines
 
 
 # --- hostile sizes -----------------------------------------------------------------

@@ -37,16 +37,24 @@ def results(out: Path, name: str) -> dict[str, Any]:
     return json.loads((out / f"{name}.json").read_text())
 
 
-def test_import_speed_imports_every_request_both_ways_and_prints_the_ratio(tmp_path: Path) -> None:
+def test_import_speed_imports_every_shape_both_ways_as_a_user_runs_it_and_prints_the_ratios(tmp_path: Path) -> None:
     stdout = smoke("import_speed.py", tmp_path)
 
-    assert "Import of 2,000 requests in 200 runs" in stdout
-    assert "ratio kvlab/baseline (median time):" in stdout
+    assert "Import as a user runs it: 2,000 requests a file, a kvlab.bench/2 export" in stdout
+    assert "worst ratio kvlab/floor (median wall time):" in stdout
     measured = results(tmp_path, "import_speed")
-    assert (measured["requests"], measured["runs"], measured["repeats"]) == (2_000, 200, 1)
-    assert len(measured["baseline"]["seconds"]) == len(measured["kvlab"]["seconds"]) == 1
-    assert measured["ratio_median"] > 0
-    assert len((tmp_path / "bench_results.jsonl").read_bytes().splitlines()) == 2_000
+    assert (measured["requests"], measured["repeats"]) == (2_000, 1)
+    shapes = {s["per_run"]: s for s in measured["shapes"]}
+    assert {n: (s["runs"], s["lines"]) for n, s in shapes.items()} == {
+        1: (2_000, 4_000),  # each run's summary, then its request
+        4: (500, 2_500),
+        10: (200, 2_200),
+        1_000: (2, 2_002),
+    }
+    for shape in shapes.values():
+        assert len(shape["floor"]["seconds"]) == len(shape["kvlab"]["seconds"]) == 1
+        assert shape["kvlab"]["ratio"] > 0 and shape["floor"]["median_s"] > 0
+    assert not list(tmp_path.glob("*.jsonl"))  # the generated files are removed
 
 
 def test_import_memory_imports_both_files_in_their_own_processes_and_prints_the_growth(tmp_path: Path) -> None:
