@@ -75,6 +75,16 @@ def pool_of(telemetry: Mapping[str, Any]) -> tuple[str, int | None, int | None, 
     origin = str(pool.get("from") or "unknown: no launch command")
     if kind != "unknown" and pool_cells is None:
         kind = "unknown"
+    overflow = overflow_of(telemetry)
+    if kind == "unknown" and overflow is not None and overflow.get("shared_from") == "error":
+        # A server kvlab did not launch: the overflow's HTTP 500 said the pool is shared (attribution.py).
+        sized = _number(overflow.get("pool_cells"))
+        at_least = _number(overflow.get("pool_at_least"))
+        if sized:
+            kind, pool_cells = "shared", sized
+            origin = f"{overflow.get('pool_from') or '/props'}; shared, as its HTTP 500 said"
+        elif at_least:
+            origin = f"unknown: the server did not say; shared, at least {cells_text(at_least)} cells when it ran out"
     return (
         kind,
         int(pool_cells) if pool_cells and kind != "unknown" else None,
@@ -232,6 +242,7 @@ def figure(telemetry: Any) -> dict[str, Any] | None:
         )
     if kind == "shared" and pool_cells:
         where = f" (from the {literal(origin)})" if origin == "launch command" else ""
+        where = f" (from {literal(origin)})" if origin.startswith("/props;") else where
         pair = _hline(pool_cells, "y", f"pool capacity: {cells_text(pool_cells)} cells{where}", CAPACITY_COLOR)
         shapes.append(pair[0])
         notes.append(pair[1])
@@ -404,9 +415,10 @@ def peak_text(telemetry: Mapping[str, Any]) -> str | None:
     if pool_peak is None:
         return None
     if kind == "shared" and pool_cells:
+        sized_by = f", its size from {origin}" if origin.startswith("/props;") else ""
         return (
             f"Peak: {cells_text(pool_peak)} cells held of the {cells_text(pool_cells)}-cell pool "
-            f"({100 * pool_peak / pool_cells:.1f} %){when}{whence}."
+            f"({100 * pool_peak / pool_cells:.1f} %{sized_by}){when}{whence}."
         )
     return f"Peak: {cells_text(pool_peak)} cells held across the slots{when}{whence}; {unknown_pool_text(origin)}."
 

@@ -91,6 +91,12 @@ def test_bench_server_url_attributes_the_overflow_to_the_shared_pool_of_the_size
     assert block["sentence"] == sentence
     page = run_page(user_client, run)
     assert f'<p class="attribution" role="status">{escape(sentence)}</p>' in page
+    # the peak line under it names the same pool, not "pool size unknown"
+    assert "pool size unknown" not in page
+    assert (
+        f"cells held of the 1,024-cell pool ({100 * telemetry['peak']['pool'] / 1024:.1f} %, its size from "
+        "/props; shared, as its HTTP 500 said)" in page
+    )
 
 
 @pytest.mark.usefixtures("worker")
@@ -135,7 +141,12 @@ def test_without_props_the_overflow_says_the_pool_held_at_least_what_the_request
     block = for_json(run)
     assert block is not None and block["overflow"]["pool_at_least"] == over["pool_at_least"]
     assert block["overflow"]["pool_cells"] is None and block["overflow"]["sentence"] == sentence
-    assert f'<p class="attribution" role="status">{escape(sentence)}</p>' in run_page(user_client, run)
+    page = run_page(user_client, run)
+    assert f'<p class="attribution" role="status">{escape(sentence)}</p>' in page
+    assert (
+        f"pool size unknown (the server did not say; shared, at least {over['pool_at_least']:,} cells when it ran out)"
+        in page
+    )
 
 
 @pytest.mark.usefixtures("worker")
