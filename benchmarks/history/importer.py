@@ -257,18 +257,18 @@ def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport,
 
     A run already stored (by an earlier import, or by one racing this) fails its INSERT on
     the unique key: IntegrityError, and the file takes the careful path, which adds to
-    stored runs. Rows that cannot go as JSON exactly do too (NotInOrder).
+    stored runs.
     """
     quote = connection.ops.quote_name
     run_table = Run._meta.db_table
     request_table = RequestResult._meta.db_table
-    insert_runs = sqlite_batches.insert_sql(run_table, RUN_INSERT_COLUMNS)
-    insert_requests = sqlite_batches.insert_sql(request_table, REQUEST_INSERT_COLUMNS, run_table=run_table)
-    set_itl = (
-        f"UPDATE {quote(request_table)} SET {quote('itl_s')} = json_extract(j.value, '$[0]') "
-        f"FROM json_each(%s) AS j WHERE {quote(request_table)}.{quote('seq')} = json_extract(j.value, '$[2]') "
-        f"AND {quote(request_table)}.{quote('run_id')} = (SELECT {quote('id')} FROM {quote(run_table)} "
-        f"WHERE {quote('key')} = json_extract(j.value, '$[1]'))"
+    insert_requests = sqlite_batches.insert_rows(request_table, REQUEST_INSERT_COLUMNS, run_table=run_table)
+    set_itl = sqlite_batches.RowsStatement(
+        f"UPDATE {quote(request_table)} SET {quote('itl_s')} = v.column1 FROM (VALUES {{rows}}) AS v "
+        f"WHERE {quote(request_table)}.{quote('run_id')} = "
+        f"(SELECT {quote('id')} FROM {quote(run_table)} WHERE {quote('key')} = v.column2) "
+        f"AND {quote(request_table)}.{quote('seq')} = v.column3",
+        "(%s, %s, %s)",
     )
     stored = 0
     with sqlite_batches.BatchWriter() as writer:
@@ -280,15 +280,12 @@ def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport,
                 for run in batch
                 for seq, (_line_no, record, occurrence) in enumerate(run.records)
             ]
-            try:
-                statements = [
-                    _without_null_columns(_new_run_rows(batch, file_import), insert_runs, run_table),
-                    (insert_requests, sqlite_batches.encode(requests)),
-                ]
-                if builder.itl:
-                    statements.append((set_itl, sqlite_batches.encode(builder.itl)))
-            except sqlite_batches.NotEncodable:
-                raise NotInOrder from None
+            statements = [
+                *_new_run_statements(_new_run_rows(batch, file_import), run_table),
+                *insert_requests.statements(requests),
+            ]
+            if builder.itl:
+                statements += set_itl.statements(builder.itl)
             writer.put(statements)
             stored += len(requests)
             context.n_new_runs += len(batch)
@@ -663,29 +660,29 @@ _STARTED_AT_INDEX = len(_STORED_RUN_FIELDS) + SUMMARY_COLUMNS.index("started_at"
 
 # The run columns an INSERT may leave out when every row of a batch holds NULL there: nullable,
 # with no database default, so the row stores the very same NULL (a lab file's runs have no
-# tool summary, server, telemetry …: a fifth of the columns, a fifth of SQLite's JSON work).
+# tool summary, server, telemetry …: a fifth of the columns, not bound for every run).
 _OMISSIBLE_RUN_COLUMNS = frozenset(
     field.column
     for field in Run._meta.concrete_fields
     if field.null and field.db_default is models.NOT_PROVIDED and field.column in RUN_INSERT_COLUMNS
 )
-_OMISSIBLE_INDEXES = tuple(i for i, column in enumerate(RUN_INSERT_COLUMNS) if column in _OMISSIBLE_RUN_COLUMNS)
+_OMISSIBLE_SET = frozenset(i for i, column in enumerate(RUN_INSERT_COLUMNS) if column in _OMISSIBLE_RUN_COLUMNS)
 
 
-def _without_null_columns(rows: list[list[Any]], insert_all: str, run_table: str) -> tuple[str, bytes]:
-    """The INSERT of a batch of new runs and its payload, leaving out the omissible columns NULL in every row."""
+def _new_run_statements(rows: list[list[Any]], run_table: str) -> list[tuple[str, list[Any]]]:
+    """The INSERTs of a batch of new runs, leaving out the omissible columns NULL in every row."""
     columns = list(zip(*rows, strict=True))
-    empty = {i for i in _OMISSIBLE_INDEXES if rows and columns[i].count(None) == len(rows)}
-    if not empty:
-        return insert_all, sqlite_batches.encode(rows)
-    kept = tuple(i for i in range(len(RUN_INSERT_COLUMNS)) if i not in empty)
-    sql = _sparse_insert_sql(run_table, kept)
-    return sql, sqlite_batches.encode(list(zip(*(columns[i] for i in kept), strict=True)))
+    kept = tuple(
+        i
+        for i in range(len(RUN_INSERT_COLUMNS))
+        if not (i in _OMISSIBLE_SET and rows and columns[i].count(None) == len(rows))
+    )
+    return _run_insert(run_table, kept).statements(list(zip(*(columns[i] for i in kept), strict=True)))
 
 
 @functools.cache
-def _sparse_insert_sql(run_table: str, kept: tuple[int, ...]) -> str:
-    return sqlite_batches.insert_sql(run_table, [RUN_INSERT_COLUMNS[i] for i in kept])
+def _run_insert(run_table: str, kept: tuple[int, ...]) -> sqlite_batches.RowsStatement:
+    return sqlite_batches.insert_rows(run_table, [RUN_INSERT_COLUMNS[i] for i in kept])
 
 
 def datetime_adapter() -> Callable[[datetime | None], Any]:

@@ -1,19 +1,20 @@
 """Store an import's batches on SQLite from a second thread, while the reader parses the next ones.
 
-Reading and validating lines is Python and holds the GIL. Storing them is mostly
-SQLite's own work, which runs without the GIL when a batch is one statement: each batch
-of rows is handed over as one JSON array and expanded by SQLite (``json_each``). So the
-reader builds a batch's rows, hands them over and reads on, while this thread inserts
-the batch; the writes take a second core instead of adding to the reader's time.
+Reading and validating lines is Python and holds the GIL. Storing them is mostly SQLite's
+own work, which runs without the GIL once a statement's values are bound (Python's sqlite3
+releases it around each step). So the reader builds a batch's rows, hands them over as a few
+statements of many rows each (``INSERT … VALUES (…), (…), …``, ROWS_PER_STATEMENT rows or as
+many as SQLite's limit on bound values allows) and reads on, while this thread runs them: the writes take a second
+core instead of adding to the reader's time. One statement per row (``executemany``) would
+take the GIL back for every row's values and wait, each time, for the reader to give it up
+(Python's switch interval, 5 ms): ten times slower.
 
-What is stored is exactly what executemany would store:
-* the rows are JSON that orjson wrote (it refuses integers beyond 64 bits and lone
-  surrogates: such a batch is not handed over, see encode);
-* a text with a NUL is not handed over either (SQLite's JSON would cut it short);
-* SQLite must read every float back bit for bit: checked once per process on hard cases
-  (json_floats_exact) — SQLite before 3.43 parsed with long double arithmetic, exact on
-  x86-64 but not on every platform; where it is not, imports take the single-thread path;
-* NaN is stored as NULL either way (orjson writes null; SQLite binds NaN as NULL).
+The rows are the very rows the single-thread path stores with ``executemany`` (with a run's key
+where that path has its id, looked up by the key's unique index), bound the same way, so what
+is stored is exactly what it stores. (Until issue 26 a batch went over as one JSON array that
+SQLite expanded with ``json_each``: SQLite then parsed each row's JSON once per column, three to
+four times the CPU — 107 against 29 µs a run of 48 columns, 17 against 8 µs a request — which a
+machine without a free second core waited for in full.)
 
 The thread uses the import's own connection, inside its transaction; the reader does
 not touch the database until the thread has stopped. At most QUEUED batches wait, so
@@ -25,31 +26,27 @@ then rolls back.
 
 from __future__ import annotations
 
-import functools
 import io
-import math
 import queue
-import random
-import struct
+import sqlite3
 import threading
 from collections.abc import Sequence
 from types import TracebackType
 from typing import IO, Any
 
-import orjson
 from django.db import connection
 
 QUEUED = 2
+# Rows a statement holds: a few hundred is as fast per row as any (a statement of 2,000 requests, each
+# with its run's key looked up, took SQLite twenty times as long to prepare as to run), and each
+# statement takes the GIL back only once.
+ROWS_PER_STATEMENT = 256
 MIN_BYTES = 4 << 20  # a smaller file is stored in one thread: a thread is not worth starting for it
 
 
-class NotEncodable(Exception):
-    """Rows that this path cannot store exactly; the caller stores the file another way."""
-
-
 def available() -> bool:
-    """Whether imports may store their batches from a second thread (SQLite, exact JSON floats)."""
-    return connection.vendor == "sqlite" and json_floats_exact()
+    """Whether imports may store their batches from a second thread (SQLite)."""
+    return connection.vendor == "sqlite"
 
 
 def worth_it(stream: IO[bytes]) -> bool:
@@ -64,33 +61,51 @@ def worth_it(stream: IO[bytes]) -> bool:
     return size - here >= MIN_BYTES
 
 
-def encode(rows: Sequence[Sequence[Any]]) -> bytes:
-    """rows as one JSON array, or NotEncodable."""
-    try:
-        payload = orjson.dumps(rows)
-    except orjson.JSONEncodeError:
-        raise NotEncodable from None
-    if b"\\u0000" in payload:
-        raise NotEncodable
-    return payload
+class RowsStatement:
+    """A statement of many rows: ``template`` with ``{rows}`` where the rows' value lists go, each
+    ``row`` (its ``%s`` marks in a row's value order); statements() splits rows into statements of
+    ROWS_PER_STATEMENT rows, fewer where SQLite's limit on bound values says so."""
+
+    def __init__(self, template: str, row: str) -> None:
+        self.template, self.row = template, row
+        self.width = row.count("%s")
+        self._sql: dict[int, str] = {}
+
+    def statements(self, rows: Sequence[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
+        """(sql, its values flattened) for consecutive chunks of rows."""
+        per = max(1, min(ROWS_PER_STATEMENT, _max_values() // self.width))
+        out = []
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            sql = self._sql.get(len(chunk))
+            if sql is None:
+                sql = self._sql[len(chunk)] = self.template.format(rows=", ".join([self.row] * len(chunk)))
+            out.append((sql, [value for row in chunk for value in row]))
+        return out
 
 
-def insert_sql(table: str, columns: Sequence[str], *, run_table: str | None = None) -> str:
-    """INSERT of a JSON array of rows (values in columns order). With run_table, the first value
-    of each row is its run's key, stored as that run's id (the run is inserted first)."""
+def _max_values() -> int:
+    """SQLite's limit on the values bound to one statement (999 before SQLite 3.32, 32,766 since)."""
+    connection.ensure_connection()
+    return connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # type: ignore[no-any-return]
+
+
+def insert_rows(table: str, columns: Sequence[str], *, run_table: str | None = None) -> RowsStatement:
+    """INSERT of rows (values in columns order). With run_table, the first value of each row is its
+    run's key, stored as that run's id (the run is inserted first)."""
     quote = connection.ops.quote_name
-    picked = [f"json_extract(value, '$[{i}]')" for i in range(len(columns))]
+    marks = ["%s"] * len(columns)
     if run_table is not None:
-        picked[0] = f"(SELECT {quote('id')} FROM {quote(run_table)} WHERE {quote('key')} = {picked[0]})"
+        marks[0] = f"(SELECT {quote('id')} FROM {quote(run_table)} WHERE {quote('key')} = %s)"
     names = ", ".join(quote(c) for c in columns)
-    return f"INSERT INTO {quote(table)} ({names}) SELECT {', '.join(picked)} FROM json_each(%s)"
+    return RowsStatement(f"INSERT INTO {quote(table)} ({names}) VALUES {{rows}}", f"({', '.join(marks)})")
 
 
 class BatchWriter:
-    """A thread that runs (sql, payload) statements in order; use as a context manager."""
+    """A thread that runs (sql, values) statements in order; use as a context manager."""
 
     def __init__(self) -> None:
-        self._queue: queue.Queue[list[tuple[str, bytes]] | None] = queue.Queue(maxsize=QUEUED)
+        self._queue: queue.Queue[list[tuple[str, list[Any]]] | None] = queue.Queue(maxsize=QUEUED)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="kvlab-import-writer", daemon=True)
         self._raw = connection.connection  # the import's transaction is open on it
@@ -101,7 +116,7 @@ class BatchWriter:
         self._thread.start()
         return self
 
-    def put(self, statements: list[tuple[str, bytes]]) -> None:
+    def put(self, statements: list[tuple[str, list[Any]]]) -> None:
         """Hand a batch's statements over (waits while QUEUED batches wait); raises the thread's error."""
         self._raise_error()
         self._queue.put(statements)
@@ -136,55 +151,11 @@ class BatchWriter:
                 continue
             try:
                 with self._wrap_errors:
-                    for sql, payload in statements:
-                        self.execute(sql, payload)
+                    for sql, values in statements:
+                        self.execute(sql, values)
             except BaseException as exc:  # handed to the reader, which raises it
                 self._error = exc
 
-    def execute(self, sql: str, payload: bytes) -> None:
+    def execute(self, sql: str, values: list[Any]) -> None:
         """Run one statement on the import's connection (in this thread)."""
-        self._raw.execute(sql.replace("%s", "?"), (payload,))
-
-
-# Floats whose decimal text is hardest to read back: the extremes, subnormals, halfway
-# cases, and values that need all 17 digits.
-_HARD_FLOATS = (
-    5e-324,
-    2.4703282292062328e-324,
-    4.9406564584124654e-324,
-    2.2250738585072011e-308,
-    2.2250738585072014e-308,
-    4.35679e-310,
-    1.7976931348623157e308,
-    8.98846567431158e307,
-    0.1,
-    0.30000000000000004,
-    1 / 3,
-    2 / 3,
-    1.0000000000000002,
-    0.9999999999999999,
-    9007199254740993.0,
-    123456789012345680.0,
-    7.0064923216240854e-46,
-)
-
-
-@functools.cache
-def json_floats_exact() -> bool:
-    """Whether this SQLite reads the JSON numbers orjson writes back to the very same doubles."""
-    rng = random.Random(0)
-    values = [*_HARD_FLOATS, *(-v for v in _HARD_FLOATS)]
-    while len(values) < 1_000:
-        value = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
-        if math.isfinite(value):
-            values.append(value)
-    values += [round(rng.uniform(0, 1000), rng.randint(1, 9)) for _ in range(1_000)]
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT value FROM json_each(%s)", [orjson.dumps(values)])
-            got = [row[0] for row in cursor.fetchall()]
-    except Exception:  # no JSON functions in this SQLite
-        return False
-    return len(got) == len(values) and all(
-        type(a) is float and struct.pack("<d", a) == struct.pack("<d", b) for a, b in zip(got, values, strict=True)
-    )
+        self._raw.execute(sql.replace("%s", "?"), values)

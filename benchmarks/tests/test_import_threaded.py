@@ -5,6 +5,7 @@ a failure, and leave a file that adds to stored runs to the path that can."""
 from __future__ import annotations
 
 import random
+import sqlite3
 import struct
 from typing import Any
 
@@ -113,16 +114,15 @@ def writes(monkeypatch):
     ran: list[str] = []
     real = sqlite_batches.BatchWriter.execute
 
-    def spy(self, sql, payload):
+    def spy(self, sql, rows):
         ran.append(sql.split(" (")[0])
-        real(self, sql, payload)
+        real(self, sql, rows)
 
     monkeypatch.setattr(sqlite_batches.BatchWriter, "execute", spy)
     return ran
 
 
-def test_this_sqlite_reads_json_floats_back_exactly():
-    assert sqlite_batches.json_floats_exact()
+def test_an_import_on_sqlite_may_store_from_the_writer_thread():
     assert sqlite_batches.available()
 
 
@@ -174,32 +174,24 @@ def test_a_grown_file_adds_to_its_stored_runs_without_the_careful_path(import_by
     assert FileImport.objects.count() == 2
 
 
-@pytest.mark.parametrize(
-    "rows",
-    [[[1, 2**64]], [["a\x00b"]], [["\ud800"]]],
-    ids=["an integer beyond 64 bits", "a NUL", "a lone surrogate"],
-)
-def test_rows_json_cannot_carry_exactly_are_not_handed_over(rows):
-    with pytest.raises(sqlite_batches.NotEncodable):
-        sqlite_batches.encode(rows)
-
-
-def test_a_batch_that_cannot_go_as_json_sends_the_file_down_the_careful_path(import_bytes, writes, monkeypatch):
-    # Validation refuses what orjson cannot write, so encode() refusing is a safety net: the
-    # attempt rolls back and the careful path stores the file, once.
+def test_a_batch_the_writer_thread_cannot_store_sends_the_file_down_the_careful_path(import_bytes, writes, monkeypatch):
+    # Another import storing the same run first fails the writer's INSERT on the run's key: the
+    # attempt rolls back and the careful path stores the file (adding to what is stored), once.
     monkeypatch.setattr(importer, "INSERT_BATCH", 1)
-    real_encode = sqlite_batches.encode
+    real = sqlite_batches.BatchWriter.execute
     calls = []
 
-    def refuse_the_third(rows):
-        calls.append(1)
-        if len(calls) == 3:
-            raise sqlite_batches.NotEncodable
-        return real_encode(rows)
+    def refuse_the_third_run(self, sql, rows):
+        if sql.startswith('INSERT INTO "benchmarks_run"'):
+            calls.append(1)
+            if len(calls) == 3:
+                raise sqlite3.IntegrityError("UNIQUE constraint failed: benchmarks_run.key")
+        real(self, sql, rows)
 
-    monkeypatch.setattr(sqlite_batches, "encode", refuse_the_third)
+    monkeypatch.setattr(sqlite_batches.BatchWriter, "execute", refuse_the_third_run)
     result = import_bytes(jsonl(flat(run="a"), flat(run="b"), flat(run="c")))
     assert (result.status, result.n_runs, result.n_imported) == ("imported", 3, 3)
+    assert len(calls) == 3  # the careful path stores in this thread, not the writer's
     assert Run.objects.count() == 3 and RequestResult.objects.count() == 3 and FileImport.objects.count() == 1
 
 
@@ -216,10 +208,10 @@ def test_a_batch_leaves_out_the_columns_null_in_all_its_runs_and_stores_the_same
     run_inserts: list[str] = []
     real = sqlite_batches.BatchWriter.execute
 
-    def spy(self, sql, payload):
+    def spy(self, sql, rows):
         if sql.startswith('INSERT INTO "benchmarks_run"'):
             run_inserts.append(sql)
-        real(self, sql, payload)
+        real(self, sql, rows)
 
     monkeypatch.setattr(sqlite_batches.BatchWriter, "execute", spy)
     data = jsonl(*_lines(random.Random(11)))
@@ -243,3 +235,25 @@ def test_only_nullable_columns_without_a_database_default_are_ever_left_out():
     for column in importer._OMISSIBLE_RUN_COLUMNS:
         assert fields[column].null and not fields[column].has_db_default(), column
     assert {"key", "model", "label", "provenance", "source", "n_requests"}.isdisjoint(importer._OMISSIBLE_RUN_COLUMNS)
+
+
+def test_the_writer_binds_each_batch_in_statements_of_many_rows(import_bytes, monkeypatch):
+    """No JSON for SQLite to parse once per column: each statement binds ROWS_PER_STATEMENT rows (fewer
+    where SQLite's limit on bound values says so), and takes the GIL back once."""
+    ran: list[tuple[str, int]] = []
+    real = sqlite_batches.BatchWriter.execute
+
+    def spy(self, sql, values):
+        ran.append((sql.split(" (")[0], len(values)))
+        real(self, sql, values)
+
+    monkeypatch.setattr(sqlite_batches.BatchWriter, "execute", spy)
+    result = import_bytes(jsonl(*(flat(run=f"r{i}", tok_s=float(i)) for i in range(600))))
+
+    assert (result.status, result.n_runs, result.n_imported) == ("imported", 600, 600)
+    per = sqlite_batches.ROWS_PER_STATEMENT
+    runs = [n for sql, n in ran if sql == 'INSERT INTO "benchmarks_run"']
+    requests = [n for sql, n in ran if sql == 'INSERT INTO "benchmarks_requestresult"']
+    assert len(runs) == len(requests) == -(-600 // per)
+    assert sum(requests) == 600 * len(importer.REQUEST_INSERT_COLUMNS)
+    assert sorted(RequestResult.objects.values_list("tok_s", flat=True)) == [float(i) for i in range(600)]

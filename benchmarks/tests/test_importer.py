@@ -194,17 +194,17 @@ def test_an_import_that_fails_midway_stores_nothing(import_bytes, monkeypatch):
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="the second-thread path is SQLite's")
 def test_an_import_whose_writer_thread_fails_midway_stores_nothing(import_bytes, monkeypatch):
-    assert sqlite_batches.available(), "this SQLite reads JSON floats back exactly"
+    assert sqlite_batches.available(), "imports on SQLite store from the writer thread"
     # The second-thread path (SQLite): the second batch fails in the writer, after the first was written.
     monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 0)
     monkeypatch.setattr(importer, "INSERT_BATCH", 2)
     written = []
 
     class FailingWriter(sqlite_batches.BatchWriter):
-        def execute(self, sql, payload):
+        def execute(self, sql, rows):
             if len(written) == 2:
                 raise OSError("disk full")
-            super().execute(sql, payload)
+            super().execute(sql, rows)
             written.append(sql)
 
     monkeypatch.setattr(sqlite_batches, "BatchWriter", FailingWriter)
