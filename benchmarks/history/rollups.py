@@ -1,7 +1,8 @@
 """Keep the timeline's buckets (models.rollups.TimelineBucket) current, set-based in SQL.
 
-The hour buckets are counted from the runs; the six-hour, day and week buckets from the hour
-buckets (a min of minima, a max of maxima, a sum of counts), so a rebuild reads the runs table once.
+The hour buckets are counted from the runs; the six-hour buckets from the hour buckets, the day
+buckets from the six-hour ones and the week buckets from the days (a min of minima, a max of maxima,
+a sum of counts), so a rebuild reads the runs table once.
 `runs_changed` recomputes only the buckets the given runs fall in now (history.derived calls it on
 import and when a job finishes), and the buckets they fell in before when the caller says where that
 was (`position`, taken before the change): a run an import gave an earlier request (an earlier start)
@@ -105,8 +106,12 @@ def _hours_from_runs(recount: bool) -> str:
     )
 
 
-def _span_from_hours(span: int, recount: bool) -> str:
-    """SQL: INSERT the span-long buckets merged from the hour buckets: all, or (recount) the changed runs'."""
+def _span_from_finer(span: int, recount: bool) -> str:
+    """SQL: INSERT the span-long buckets merged from the next finer span's buckets (each holds whole
+    finer buckets: a six-hour bucket six hours, a day four six-hour buckets, a week seven days): all, or
+    (recount) the changed runs'. A min of minima, a max of maxima and a sum of counts are the same
+    whichever buckets they are merged from; the coarser the finer span, the fewer rows each reads."""
+    finer = SPANS[SPANS.index(span) - 1]
     keys = _keys()
     aggregates = []
     for column in ROLLED_COLUMNS:
@@ -120,17 +125,17 @@ def _span_from_hours(span: int, recount: bool) -> str:
     return (
         f"INSERT INTO {table} ({', '.join(_q(c) for c in _columns())}) "
         f"SELECT {span}, {bucket}, {keys}, SUM({_q('runs')}), SUM({_q('failed')}), {', '.join(aggregates)} "
-        f"FROM {table} {join} WHERE {_q('span_s')} = {HOUR} GROUP BY {bucket}, {keys}"
+        f"FROM {table} {join} WHERE {_q('span_s')} = {finer} GROUP BY {bucket}, {keys}"
     )
 
 
 def rebuild_all() -> None:
-    """Recount every bucket from the runs table: one pass over the runs, then over the hour buckets."""
+    """Recount every bucket from the runs table: one pass over the runs, then over each span's buckets in turn."""
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {_q(TimelineBucket._meta.db_table)}", [])
         cursor.execute(_hours_from_runs(recount=False), [])
         for span in SPANS[1:]:
-            cursor.execute(_span_from_hours(span, recount=False), [])
+            cursor.execute(_span_from_finer(span, recount=False), [])
 
 
 def position(run: Run) -> Position | None:
@@ -160,7 +165,7 @@ def runs_changed(run_ids: Iterable[int], were: Sequence[Position] = ()) -> None:
                 f" (SELECT {', '.join(f'a_{k}' for k in KEY_FIELDS)}, a_start FROM ({_affected(span)}) a)",
                 [],
             )
-            cursor.execute(_hours_from_runs(recount=True) if span == HOUR else _span_from_hours(span, recount=True), [])
+            cursor.execute(_hours_from_runs(recount=True) if span == HOUR else _span_from_finer(span, recount=True), [])
         cursor.execute(f"DELETE FROM {CHANGED}", [])
         cursor.execute(f"DELETE FROM {CHANGED_HOURS}", [])
 

@@ -266,3 +266,33 @@ def test_what_orjson_refuses_is_adapted_by_djangos_own_encoder() -> None:
 
     assert adapt(lone) == connection.ops.adapt_json_value(lone, None)
     assert orjson.loads(adapt({"a": [1, 2.5], "b": "ü"})) == {"a": [1, 2.5], "b": "ü"}
+
+
+@pytest.mark.django_db
+def test_each_spans_buckets_are_merged_from_the_next_finer_spans() -> None:
+    """A week's buckets from its seven days, not its 168 hours (the same minima, maxima and counts)."""
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    from benchmarks.history import rollups
+    from benchmarks.models.rollups import DAY, HOUR, WEEK, TimelineBucket
+
+    data = jsonl(
+        *(
+            {
+                "schema": SCHEMA_V2,
+                "run": v2_run(id=f"r{i}"),
+                "request": {**REQUEST, "ts": f"2026-10-{1 + i:02d}T12:00:00Z"},
+            }
+            for i in range(9)
+        )
+    )
+    assert importer.import_bench_file(io.BytesIO(data), filename="w.jsonl", origin="command").status == "imported"
+    with CaptureQueriesContext(db) as queries:
+        rollups.rebuild_all()
+
+    merges = [q["sql"] for q in queries if "INSERT INTO" in q["sql"] and 'FROM "benchmarks_timelinebucket"' in q["sql"]]
+    reads = [sql.rsplit('"span_s" = ', 1)[1].split()[0] for sql in merges]
+    assert reads == [str(HOUR), str(6 * HOUR), str(DAY)]
+    weeks = TimelineBucket.objects.filter(span_s=WEEK)
+    assert sum(weeks.values_list("runs", flat=True)) == 9 and weeks.count() == 2
