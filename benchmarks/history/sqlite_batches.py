@@ -46,7 +46,7 @@ MIN_BYTES = 4 << 20  # a smaller file is stored in one thread: a thread is not w
 
 def available() -> bool:
     """Whether imports may store their batches from a second thread (SQLite)."""
-    return connection.vendor == "sqlite"
+    return bool(connection.vendor == "sqlite")
 
 
 def worth_it(stream: IO[bytes]) -> bool:
