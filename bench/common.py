@@ -9,6 +9,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -84,6 +85,40 @@ def setup_migrated_django(var_dir: Path) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+
+
+class KvlabDatabases:
+    """Migrate once, keep a copy, and restore that copy for every measurement (Django set up in this
+    process on a scratch SQLite database: setup_django)."""
+
+    def __init__(self, work: Path) -> None:
+        from django.conf import settings
+        from django.core.management import call_command
+        from django.db import connections
+
+        self.live = Path(settings.DATABASES["default"]["NAME"])
+        self.template = work / "migrated-template.sqlite3"
+        call_command("migrate", verbosity=0)
+        connections.close_all()  # the last close checkpoints and removes the WAL
+        assert not Path(f"{self.live}-wal").exists(), "WAL left after close; the template would be incomplete"
+        shutil.copyfile(self.live, self.template)
+
+    def fresh(self) -> None:
+        from django.db import connection, connections
+
+        connections.close_all()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.live}{suffix}").unlink(missing_ok=True)
+        shutil.copyfile(self.template, self.live)
+        connection.ensure_connection()  # connect (and run the PRAGMAs) outside the timing
+
+
+def kvlab_import(path: Path) -> Any:
+    """import_bench_file of the file, as the command's origin."""
+    from benchmarks.history.importer import import_bench_file
+
+    with path.open("rb") as f:
+        return import_bench_file(f, filename=path.name, origin="command")
 
 
 def reset_id_sequences() -> None:

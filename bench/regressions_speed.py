@@ -112,7 +112,7 @@ def measure_page(runs: int, repeats: int) -> dict[str, Any]:
 def measure_hook(work: Path, n_requests: int, repeats: int) -> dict[str, Any]:
     """Import the lab's file into a fresh database `repeats` times: the import's seconds, those of
     history.derived.runs_changed (every derived table) and of history.baselines.runs_changed (this page's)."""
-    from import_speed import KvlabDatabases, kvlab_import
+    from common import KvlabDatabases, kvlab_import
 
     from benchmarks.history import baselines, derived
 
