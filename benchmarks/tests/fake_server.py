@@ -22,13 +22,14 @@ import asyncio
 import contextlib
 import itertools
 import json
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+
+from .threaded_site import ThreadedSite
 
 KEEP_ALIVE = b": keep-alive\n\n"
 CONTEXT_EXCEEDED = {"code": 500, "type": "server_error", "message": "Context size has been exceeded."}
@@ -72,55 +73,27 @@ class Hit:
     prompt: Any
 
 
-class FakeServer:
+class FakeServer(ThreadedSite):
+    name = "fake llama-server"
+
     def __init__(self, *, max_hold_s: float = 20.0, huge_bytes: int = 4 * 1024 * 1024) -> None:
+        super().__init__()
         self.max_hold_s = max_hold_s
         self.huge_bytes = huge_bytes
         self.hits: Counter[str] = Counter()  # every request's path
         self.completions: list[Hit] = []  # every /completion request, in arrival order
-        self.port = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
         self._stopping: asyncio.Event | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     def url_for(self, behaviour: str) -> str:
         assert behaviour in BEHAVIOURS, behaviour
         return f"{self.url}/{behaviour}"
 
-    # -- lifecycle -------------------------------------------------------------
+    # -- lifecycle (ThreadedSite) ------------------------------------------------
 
-    def start(self) -> FakeServer:
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self._start_site())
-            except BaseException as exc:  # reported to start()
-                failure.append(exc)
-                started.set()
-                loop.close()
-                return
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-        self._thread = threading.Thread(target=serve, name="fake-llama-server", daemon=True)
-        self._thread.start()
-        if not started.wait(timeout=10) or failure:
-            raise RuntimeError(f"the fake server did not start: {failure}")
-        return self
-
-    async def _start_site(self) -> None:
+    async def on_start(self) -> None:
         self._stopping = asyncio.Event()
+
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/health", self._health)
         app.router.add_get("/props", self._props)
@@ -129,27 +102,11 @@ class FakeServer:
         app.router.add_post("/tokenize", self._tokenize)
         app.router.add_post("/completion", self._completion)
         app.router.add_post("/{behaviour}/completion", self._completion)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        return app
 
-    def stop(self) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None or not thread.is_alive():
-            return
-        assert self._stopping is not None and self._runner is not None
-        loop.call_soon_threadsafe(self._stopping.set)
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(timeout=15)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-
-    def __enter__(self) -> FakeServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    async def before_cleanup(self) -> None:
+        assert self._stopping is not None
+        self._stopping.set()  # every held connection lets go
 
     def hits_for(self, behaviour: str) -> int:
         return sum(1 for hit in self.completions if hit.behaviour == behaviour)

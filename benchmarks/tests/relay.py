@@ -14,18 +14,20 @@ stops when the test's block ends. What the server under test does is never inven
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from .threaded_site import ThreadedSite
+
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding", "host"}
 
 
-class Relay:
+class Relay(ThreadedSite):
+    name = "relay"
+
     def __init__(
         self,
         upstream: str,
@@ -34,67 +36,24 @@ class Relay:
         fail_after_events: int | None = None,
         fail_message: str = "",
     ) -> None:
+        super().__init__()
         self.upstream = upstream.rstrip("/")
         self.hide_props = hide_props
         self.fail_after_events = fail_after_events
         self.fail_message = fail_message
         self.props_asked = 0
-        self.port = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> Relay:
-        started = threading.Event()
-        failure: list[BaseException] = []
-
-        def serve() -> None:
-            loop = asyncio.new_event_loop()
-            self._loop = loop
-            try:
-                loop.run_until_complete(self._start())
-            except BaseException as exc:  # reported to __enter__
-                failure.append(exc)
-                started.set()
-                loop.close()
-                return
-            started.set()
-            loop.run_forever()
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-        self._thread = threading.Thread(target=serve, name="relay", daemon=True)
-        self._thread.start()
-        if not started.wait(timeout=10) or failure:
-            raise RuntimeError(f"the relay did not start: {failure}")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None or not thread.is_alive():
-            return
-        asyncio.run_coroutine_threadsafe(self._stop(), loop).result(timeout=15)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-
-    async def _start(self) -> None:
+    async def on_start(self) -> None:
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300), auto_decompress=False)
+
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_route("*", "/{path:.*}", self._relay)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
+        return app
 
-    async def _stop(self) -> None:
-        assert self._runner is not None and self._session is not None
-        await self._runner.cleanup()
+    async def after_cleanup(self) -> None:
+        assert self._session is not None
         await self._session.close()
 
     async def _relay(self, request: web.Request) -> web.StreamResponse:
