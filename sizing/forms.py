@@ -248,6 +248,17 @@ def _number(low: float, high: float, **attrs: Any) -> forms.NumberInput:
     return forms.NumberInput(attrs={"min": shown(low), "max": shown(high), **attrs})
 
 
+def _cache_type_field(flag: str) -> forms.ChoiceField:
+    """The K or V cache type's field, refused as llama-server refuses the flag."""
+    return forms.ChoiceField(
+        choices=[(t, t) for t in KV_CACHE_TYPES],
+        initial="f16",
+        required=False,
+        label=flag,
+        error_messages={"invalid_choice": f"{flag} %(value).64s: " + CACHE_TYPE_REFUSAL},
+    )
+
+
 class SizingForm(forms.Form):
     source = forms.ChoiceField(
         choices=[("catalogue", "built-in catalogue"), ("gguf", "uploaded GGUF head"), ("params", "pasted metadata")],
@@ -299,20 +310,8 @@ class SizingForm(forms.Form):
         label="unified KV",
         error_messages={"invalid_choice": "Unified KV: on (-kvu), off (--no-kv-unified) or blank, not '%(value).64s'."},
     )
-    type_k = forms.ChoiceField(
-        choices=[(t, t) for t in KV_CACHE_TYPES],
-        initial="f16",
-        required=False,
-        label="-ctk",
-        error_messages={"invalid_choice": "-ctk %(value).64s: " + CACHE_TYPE_REFUSAL},
-    )
-    type_v = forms.ChoiceField(
-        choices=[(t, t) for t in KV_CACHE_TYPES],
-        initial="f16",
-        required=False,
-        label="-ctv",
-        error_messages={"invalid_choice": "-ctv %(value).64s: " + CACHE_TYPE_REFUSAL},
-    )
+    type_k = _cache_type_field("-ctk")
+    type_v = _cache_type_field("-ctv")
     flash_attn = forms.ChoiceField(
         choices=[(v, v) for v in ("auto", "on", "off")],
         initial="auto",
