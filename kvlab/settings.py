@@ -6,6 +6,7 @@ environment variable that is set but malformed stops start-up with a clear error
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import sys
@@ -45,6 +46,17 @@ def env_int(name: str, default: int) -> int:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def env_networks(name: str, default: str) -> list[str]:
+    """A comma-separated list of IP addresses or networks (CIDR), each checked."""
+    items = env_list(name, default)
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise ImproperlyConfigured(f"{name}: {item!r} is not an IP address or network") from None
+    return items
 
 
 def env_paths(name: str, default: str) -> list[str]:
@@ -246,6 +258,10 @@ KVLAB_LAUNCH_MODELS_DIRS = env_paths("KVLAB_LAUNCH_MODELS_DIRS", str(VAR_DIR / "
 KVLAB_LAUNCH_BIND = os.environ.get("KVLAB_LAUNCH_BIND", "127.0.0.1")  # anything but loopback is a choice made here
 KVLAB_LAUNCH_PORTS = os.environ.get("KVLAB_LAUNCH_PORTS", "18000-18099")
 KVLAB_LAUNCH_QUEUE = os.environ.get("KVLAB_LAUNCH_QUEUE", "")  # the worker's queue announced; derived if empty
+
+# The proxies whose X-Forwarded-For is believed (kvlab/clients.py): addresses or networks, comma-
+# separated. Empty (the default): no forwarded header is believed, the socket's peer is the client.
+KVLAB_TRUSTED_PROXIES = env_networks("KVLAB_TRUSTED_PROXIES", "")
 
 # Login throttling: this many failed logins for one account, or from one address, within the
 # window refuse further attempts for it until the window has passed. Counted in the default
