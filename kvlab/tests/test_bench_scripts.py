@@ -68,6 +68,16 @@ def test_import_memory_imports_both_files_in_their_own_processes_and_prints_the_
     assert not list(tmp_path.glob("*.jsonl"))  # the generated files are removed
 
 
+def test_regressions_speed_times_the_import_hook_and_the_page_at_both_sizes(tmp_path: Path) -> None:
+    stdout = smoke("regressions_speed.py", tmp_path)
+
+    assert "of it derived.runs_changed" in stdout and "of it baselines.runs_changed" in stdout
+    measured = results(tmp_path, "regressions_speed_sqlite")
+    assert measured["hook"]["requests"] == 5_000 and len(measured["hook"]["import_s"]) == 2
+    assert 0 < measured["hook"]["derived"]["share"] < 1  # the hook ran inside the import it is part of
+    assert measured["page"]
+
+
 def test_run_list_speed_measures_every_page_with_its_rows(tmp_path: Path) -> None:
     stdout = smoke("run_list_speed.py", tmp_path)
 
