@@ -263,10 +263,13 @@ KVLAB_LAUNCH_QUEUE = os.environ.get("KVLAB_LAUNCH_QUEUE", "")  # the worker's qu
 # separated. Empty (the default): no forwarded header is believed, the socket's peer is the client.
 KVLAB_TRUSTED_PROXIES = env_networks("KVLAB_TRUSTED_PROXIES", "")
 
-# Login throttling: this many failed logins for one account, or from one address, within the
-# window refuse further attempts for it until the window has passed. Counted in the default
-# cache: per process with the default LocMemCache (each web process counts on its own).
+# Login throttling (kvlab/throttle.py): past this many failed logins for one account from one
+# address, or from one address for any accounts, within the window, each further attempt from that
+# address waits a pause doubling from 1 s to at most KVLAB_LOGIN_BACKOFF_MAX_S; no account is ever
+# locked. Counted in the default cache: per process with the default LocMemCache.
 KVLAB_LOGIN_MAX_FAILURES = env_int("KVLAB_LOGIN_MAX_FAILURES", 5)
+KVLAB_LOGIN_ADDRESS_MAX_FAILURES = env_int("KVLAB_LOGIN_ADDRESS_MAX_FAILURES", 20)
+KVLAB_LOGIN_BACKOFF_MAX_S = env_int("KVLAB_LOGIN_BACKOFF_MAX_S", 60)
 KVLAB_LOGIN_WINDOW_S = env_int("KVLAB_LOGIN_WINDOW_S", 15 * 60)
 
 # Imports: a line over this size is rejected; an upload over this size is refused

@@ -1,12 +1,21 @@
-"""Failed logins throttled per account and per client address.
+"""Failed logins slow their sender down; they never lock an account.
 
-After KVLAB_LOGIN_MAX_FAILURES failures within KVLAB_LOGIN_WINDOW_S for one username, or
-from one address, further attempts for it are refused (HTTP 429, a form error) until the
-oldest of those failures leaves the window; the right password is not even checked.
-Failures are counted in Django's default cache: with the default LocMemCache each web
-process counts on its own, so N processes allow up to N times the limit — a shared cache
-(Redis) in CACHES makes it exact. Behind a proxy every client has the proxy's address:
-the per-account limit still holds.
+Failures are counted per client address (kvlab.clients.client_key: the real client behind a
+trusted proxy) and per (account, address): after KVLAB_LOGIN_ADDRESS_MAX_FAILURES failures from
+one address, or KVLAB_LOGIN_MAX_FAILURES for one account from one address, within
+KVLAB_LOGIN_WINDOW_S, each further attempt waits a pause that doubles with every failure
+(1, 2, 4 … seconds, at most KVLAB_LOGIN_BACKOFF_MAX_S) after the last one: an attempt inside
+the pause is answered 429 with Retry-After, and its password is not even checked. Nothing is
+counted per account alone, so failures from one address never slow a login from another: a
+stranger cannot lock anyone out, staff included (the price: many addresses guessing one
+account are each slowed, not stopped; the password validators are that defence).
+
+Only a wrong password (or an unknown or inactive user, which Django cannot tell apart) is a
+failure: the admin refusing a right password because the user is not staff is not one.
+
+Failures are counted in Django's default cache: with the default LocMemCache each web process
+counts on its own, so N processes allow up to N times the failures; a shared cache (Redis) in
+CACHES makes it exact.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
@@ -25,6 +35,8 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from kvlab.clients import client_key
+
 THROTTLED = "throttled"
 
 
@@ -32,62 +44,80 @@ def now() -> float:
     return time.time()
 
 
-def _keys(username: str, address: str) -> list[str]:
-    account = hashlib.sha256(username.strip().casefold().encode()).hexdigest()
-    return [f"kvlab-login-fail:account:{account}", f"kvlab-login-fail:address:{address}"]
+def _account(username: str) -> str:
+    return hashlib.sha256(username.strip().casefold().encode()).hexdigest()
+
+
+def _counters(username: str, address: str) -> list[tuple[str, int]]:
+    """Each counter a failure adds to: its cache key and the failures it allows before pausing."""
+    return [
+        (f"kvlab-login-fail:address:{address}", settings.KVLAB_LOGIN_ADDRESS_MAX_FAILURES),
+        (f"kvlab-login-fail:pair:{_account(username)}:{address}", settings.KVLAB_LOGIN_MAX_FAILURES),
+    ]
+
+
+def _kept(free: int) -> int:
+    """Failures worth remembering: past free + log2(longest pause), one more changes nothing."""
+    return free + math.ceil(math.log2(settings.KVLAB_LOGIN_BACKOFF_MAX_S)) + 1
 
 
 def _recent(key: str) -> list[float]:
     since = now() - settings.KVLAB_LOGIN_WINDOW_S
-    return [t for t in cache.get(key, []) if t > since]
+    return sorted(t for t in cache.get(key, []) if t > since)
+
+
+def pause(failures: int, free: int) -> float:
+    """Seconds an address waits after its latest failure, with this many failures counted."""
+    if failures < free:
+        return 0.0
+    return float(min(settings.KVLAB_LOGIN_BACKOFF_MAX_S, 2 ** (failures - free)))
 
 
 def retry_after(username: str, address: str) -> int:
-    """Seconds until a login for this account from this address may be tried again (0: now)."""
+    """Seconds until a login for this account from this address may be tried (0: now)."""
     wait = 0.0
-    for key in _keys(username, address):
+    for key, free in _counters(username, address):
         recent = _recent(key)
-        if len(recent) >= settings.KVLAB_LOGIN_MAX_FAILURES:
-            oldest_counted = sorted(recent)[-settings.KVLAB_LOGIN_MAX_FAILURES]
-            wait = max(wait, oldest_counted + settings.KVLAB_LOGIN_WINDOW_S - now())
+        if recent:
+            wait = max(wait, recent[-1] + pause(len(recent), free) - now())
     return math.ceil(wait) if wait > 0 else 0
 
 
 def record_failure(username: str, address: str) -> None:
-    for key in _keys(username, address):
-        recent = _recent(key)[-settings.KVLAB_LOGIN_MAX_FAILURES :]  # bounded, whatever the attempts
+    for key, free in _counters(username, address):
+        recent = _recent(key)[-_kept(free) + 1 :]  # bounded, whatever the attempts
         cache.set(key, [*recent, now()], timeout=settings.KVLAB_LOGIN_WINDOW_S)
 
 
-def forget_account(username: str) -> None:
-    """A successful login clears the account's failures (not the address's)."""
-    cache.delete(_keys(username, "")[0])
-
-
-def client_address(request: HttpRequest | None) -> str:
-    return str(request.META.get("REMOTE_ADDR") or "unknown") if request else "unknown"
+def forget(username: str, address: str) -> None:
+    """The right password clears this account's failures from this address (not the address's)."""
+    cache.delete(_counters(username, address)[1][0])
 
 
 class ThrottledAuthenticationForm(AuthenticationForm):
-    """Checks the throttle before the password, and counts a wrong one."""
+    """Checks the pause before the password, and counts a wrong one."""
+
+    retry_after_s = 0
 
     def clean(self) -> dict[str, Any]:
         username = str(self.cleaned_data.get("username") or "")
-        address = client_address(self.request)
+        address = client_key(self.request)
         wait = retry_after(username, address)
         if wait:
-            minutes = (wait + 59) // 60
+            self.retry_after_s = wait
             raise ValidationError(
-                "Too many failed logins for this account or from this address. "
-                f"Try again in {minutes} minute{'s' if minutes != 1 else ''}.",
+                f"Too many failed logins from your address. Try again in {wait} second{'s' if wait != 1 else ''}.",
                 code=THROTTLED,
             )
         try:
             cleaned: dict[str, Any] = super().clean()
         except ValidationError:
-            record_failure(username, address)
+            if self.user_cache is None:  # a wrong password, an unknown or inactive user
+                record_failure(username, address)
+            else:  # the right password, refused for another reason (the admin: not staff)
+                forget(username, address)
             raise
-        forget_account(username)
+        forget(username, address)
         return cleaned
 
 
@@ -95,15 +125,25 @@ class ThrottledAdminAuthenticationForm(ThrottledAuthenticationForm, AdminAuthent
     """The admin's login is another front door: the same throttle."""
 
 
-_login = LoginView.as_view(authentication_form=ThrottledAuthenticationForm)
-
-
-def login(request: HttpRequest) -> HttpResponse:
-    """Django's login view with the throttled form; a refused attempt answers 429."""
-    response = _login(request)
+def _answer_throttled(response: HttpResponse) -> HttpResponse:
+    """A refused attempt answers 429 with Retry-After, the form's message on the page."""
     if isinstance(response, TemplateResponse) and response.context_data:
         form = response.context_data.get("form")
         if form is not None and form.has_error("__all__", THROTTLED):
             response.status_code = 429
+            response["Retry-After"] = str(form.retry_after_s)
             response.context_data["throttled"] = True
     return response
+
+
+_login = LoginView.as_view(authentication_form=ThrottledAuthenticationForm)
+
+
+def login(request: HttpRequest) -> HttpResponse:
+    """Django's login view with the throttled form."""
+    return _answer_throttled(_login(request))
+
+
+def admin_login(request: HttpRequest) -> HttpResponse:
+    """The admin's login view (its form: ThrottledAdminAuthenticationForm, set in kvlab.urls)."""
+    return _answer_throttled(admin.site.login(request))

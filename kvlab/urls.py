@@ -10,5 +10,6 @@ urlpatterns = [
     path("", include("sizing.urls")),
     path("accounts/login/", throttle.login, name="login"),  # before auth.urls: failed logins are throttled
     path("accounts/", include("django.contrib.auth.urls")),
+    path("admin/login/", throttle.admin_login),  # before admin.site.urls: a refused attempt answers 429
     path("admin/", admin.site.urls),
 ]
