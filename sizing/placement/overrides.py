@@ -11,10 +11,15 @@ Built, in command-line order, into one list of (pattern, buffer type) (common/ar
 * `--n-cpu-ffn N` (arg.cpp:2779-2789): `blk\\.<i>` + LLM_FFN_DENSE_REGEX = CPU, the dense FFN.
 
 The loader tries them in order and the first whose `std::regex_search` (ECMAScript, a substring
-search) matches the tensor's name wins (src/llama-model-loader.cpp:1235-1259). Python's `re.search`
-agrees with ECMAScript on everything these patterns use (literals, `\\.`, `\\d`, groups,
-alternation, classes, quantifiers, anchors) once `\\d`/`\\w` are ASCII (re.ASCII); the constructs
-only one of the two accepts (Python's `(?P<n>)`, `(?<=)`, `\\Z`; ECMAScript's `[^]`) are refused.
+search) matches the tensor's name wins (src/llama-model-loader.cpp:1235-1259). A pattern comes from
+anyone who opens the sizing page, so kvlab never runs it on a backtracking engine (`(.*)*(.*)*Q`
+takes Python's `re` minutes on one tensor name): the list is matched by one RE2 set (google-re2),
+in time linear in the name whatever the patterns, and its first matching pattern wins. Whether a
+pattern occurs in a name does not depend on the engine for the constructs these patterns use
+(literals, `\\.`, `\\d`, groups, alternation, classes, quantifiers, anchors; `\\d`/`\\w`
+ASCII in both); a pattern needing a backtracking engine (a backreference, a lookaround) is
+refused, as are the constructs only Python or only ECMAScript accepts (Python's `(?P<n>)`,
+`\\Z`; ECMAScript's `[^]`), and a list too large for SET_MAX_MEM.
 
 After parsing, the list is padded with empty entries to llama_max_tensor_buft_overrides() = 4096
 (arg.cpp:946-950); the loader stops at the first empty one, so 4096 or more user entries leave no
@@ -27,11 +32,14 @@ import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+import re2
+
 from .types import MAX_OVERRIDES
 
 LLM_FFN_EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 LLM_FFN_DENSE_REGEX = r"\.ffn_(up|down|gate)\."
 CPU = "CPU"
+SET_MAX_MEM = 64 << 20  # bytes RE2 may build one override list's automaton in (4,095 --n-cpu-moe take 16 MiB)
 
 Override = tuple[str, str]
 
@@ -95,14 +103,36 @@ def _compile(pattern: str) -> re.Pattern[str]:
 _PYTHON_ONLY = re.compile(r"\(\?P|\(\?<[=!]|\\Z|\\A|\(\?[aiLmsux]")
 
 
+def _re2_options() -> re2.Options:
+    options = re2.Options()
+    options.log_errors = False  # a refused pattern is the user's error, said in the OverrideError
+    options.max_mem = SET_MAX_MEM
+    return options
+
+
 def compile_pattern(pattern: str) -> re.Pattern[str]:
-    """The pattern as a Python regex that matches as std::regex (ECMAScript) does, or OverrideError."""
+    """Check a pattern: valid, read as std::regex (ECMAScript) reads it, and one RE2 can match in linear
+    time; its Python form (for its syntax errors; never run on a name), or OverrideError."""
     if _PYTHON_ONLY.search(pattern) or "[^]" in pattern:
         raise OverrideError(f"-ot pattern {pattern!r} uses syntax that C++ std::regex (ECMAScript) reads differently")
     try:
-        return _compile(pattern)
+        compiled = _compile(pattern)
     except re.error as exc:
         raise OverrideError(f"-ot pattern {pattern!r} is not a valid regular expression: {exc}") from None
+    _linear(pattern)
+    return compiled
+
+
+@lru_cache(maxsize=8192)
+def _linear(pattern: str) -> None:
+    try:
+        re2.compile(pattern, _re2_options())
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        raise OverrideError(
+            f"-ot pattern {pattern!r} needs a backtracking regex engine ({reason}): kvlab matches tensor "
+            "names in linear time (RE2), without backreferences or lookarounds"
+        ) from None
 
 
 def validate(overrides: Sequence[Override], device_names: Sequence[str]) -> None:
@@ -123,13 +153,25 @@ def validate(overrides: Sequence[Override], device_names: Sequence[str]) -> None
 
 def match(name: str, overrides: Sequence[Override]) -> str | None:
     """The buffer type of the first override whose pattern occurs in the name, or None."""
-    for pattern, buft in _compiled(tuple(overrides)):
-        if pattern.search(name):
-            return buft
-    return None
+    if not overrides:
+        return None
+    matched = _compiled(tuple(overrides)).Match(name)
+    return overrides[min(matched)][1] if matched else None
 
 
 @lru_cache(maxsize=256)
-def _compiled(overrides: tuple[Override, ...]) -> list[tuple[re.Pattern[str], str]]:
-    """An override list compiled once: the fit measures the same list for every tensor of a model."""
-    return [(compile_pattern(pattern), buft) for pattern, buft in overrides]
+def _compiled(overrides: tuple[Override, ...]) -> re2.Set:
+    """An override list as one RE2 set, compiled once: the fit matches every tensor of a model against the
+    same list, each name in one linear pass whatever the patterns."""
+    patterns = re2.Set.SearchSet(_re2_options())
+    for pattern, _ in overrides:
+        compile_pattern(pattern)
+        patterns.Add(pattern)
+    try:
+        patterns.Compile()
+    except re2.error:
+        raise OverrideError(
+            f"{len(overrides)} tensor overrides are too large to match together (over {SET_MAX_MEM >> 20} MiB "
+            "as one automaton): give fewer or simpler -ot patterns"
+        ) from None
+    return patterns
