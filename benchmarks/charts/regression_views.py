@@ -15,6 +15,7 @@ from django.db.models import Subquery
 from django.http import HttpResponse
 from django.views.decorators.http import require_GET
 
+from kvlab import visibility
 from kvlab.http import HtmxHttpRequest
 
 from ..history import baselines, derived
@@ -70,6 +71,8 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
                 derived.defer(ids)
                 queued = len(ids)
         n_pending, pending_since = derived.pending()
+    if grouping == "server":  # its names: tags for a stranger (only this grouping asks who is looking)
+        visibility.server_lines(rows, request.user)
     found = []
     for row in rows:
         row["group"] = figures.group_name(row, grouping)
@@ -92,6 +95,8 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
     )
     if not found:
         sample = baselines.series_sample(family, MAX_COUNTED)
+        if grouping == "server":
+            visibility.server_lines(sample, request.user)
         for row in sample:
             row["group"] = figures.group_name(row, grouping)
         context.update(

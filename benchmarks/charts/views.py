@@ -19,6 +19,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from kvlab import visibility
 from kvlab.http import HtmxHttpRequest
 
 from ..history import derived, sampling, sources
@@ -123,6 +124,8 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     data = timeline_data.read(runs, form.cleaned_data, metric, grouping, raw_values, besides_outcome)
     span_word = timeline_data.SPAN_WORDS.get(data.span_s, "")
     rows = data.rows
+    if grouping == "server":
+        visibility.server_lines(rows, request.user)  # a stranger's lines are tags, not the servers' names
     rows.sort(key=lambda r: (figures.group_name(r, grouping), r["started_at"], r["pk"]))
     if request.GET.get("format") in DOWNLOAD_FORMATS:  # the flat rows only for a download
         flat = [_flat_bucket(b, metric, grouping, data.span_s) for b in data.buckets] or [

@@ -190,6 +190,7 @@ JOB_LIST_COLUMNS = (
     "pk",
     "server__name",
     "base_url",
+    "sweep_config",  # a stranger is told a sweep's server from another's without its URL (kvlab.visibility)
     "label",
     "state",
     "error",

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q, Value
 
+from kvlab.visibility import as_uploaded
+
 from ..history.metrics import summarize
 from ..history.outcomes import outcome_of
 from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
@@ -308,11 +310,22 @@ class FileImport(models.Model):
         return f"{self.filename} ({self.status})"
 
 
+class RejectedLineQuerySet(models.QuerySet["RejectedLine"]):
+    def bulk_create(self, objs: Any, *args: Any, **kwargs: Any) -> list[RejectedLine]:
+        """A reason names an uploaded file as it was uploaded, never the temporary path it was read from."""
+        objs = list(objs)
+        for line in objs:
+            line.reason = as_uploaded(line.reason)
+        return super().bulk_create(objs, *args, **kwargs)
+
+
 class RejectedLine(models.Model):
     file_import = models.ForeignKey(FileImport, on_delete=models.CASCADE, related_name="rejected_lines")
     line_no = models.PositiveIntegerField()
     reason = models.TextField()
     excerpt = models.TextField(blank=True)
+
+    objects = RejectedLineQuerySet.as_manager()  # the importer stores reasons with bulk_create
 
     class Meta:
         ordering = ["file_import", "line_no"]
