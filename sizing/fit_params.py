@@ -32,7 +32,8 @@ MiB = 1024 * 1024
 
 PRINT_RE = re.compile(r"^(\S+) (\d+) (\d+) (\d+) ?$", re.M)
 BREAKDOWN_RE = re.compile(
-    _PREFIX + r"common_memory_breakdown_print: \|\s+- (\S+)\s+\|[^|]*?(\d+) =\s+(\d+) \+\s+(\d+) \+\s+(\d+)\s+[^|]*\|$",
+    _PREFIX
+    + r"common_memory_breakdown_print: \|\s+- (\S+)\s+\|[^|]*?(?<!\d)(\d++) =\s+(\d+) \+\s+(\d+) \+\s+(\d+)\s+[^|]*\|$",
     re.M,
 )
 FLASH_RE = re.compile(_PREFIX + r"resolve_fused_ops: Flash Attention (enabled|disabled)$", re.M)

@@ -817,12 +817,20 @@ def flags_from_run(run: Run) -> ServerFlags:
     )
 
 
+class _NotEchoed(forms.Textarea):
+    """A textarea that never sends back what was posted in it: the explain-log page answers with what it read
+    of the log (its lines, its size, the lines that mattered), not with a copy of up to 2 MiB of text."""
+
+    def format_value(self, value: Any) -> str | None:
+        return None
+
+
 class ExplainLogForm(forms.Form):
     """A llama-server start-up log to explain, and what it may lack: the model, its weights, the command."""
 
     log = forms.CharField(
         strip=False,  # its length is checked by parse_startup_log (MAX_LOG_CHARS), with a clear message
-        widget=forms.Textarea(attrs={"rows": 12, "placeholder": "llama_context: n_ctx = 16384 …"}),
+        widget=_NotEchoed(attrs={"rows": 12, "placeholder": "llama_context: n_ctx = 16384 …"}),
         label="llama-server's start-up log (best with -lv 4)",
     )
     model = forms.ChoiceField(required=False, label="the model, if the log does not print its metadata")

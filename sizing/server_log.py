@@ -120,8 +120,18 @@ def read_server_log(log: str) -> ReportedMemory:
 # ggml/src/ggml-cuda/ggml-cuda.cu), with the older names of the same lines (llama_new_context_with_model,
 # llama_kv_cache_init/_unified, llm_load_tensors) where the figure means the same thing.
 
-MAX_LOG_CHARS = 2 * 1024 * 1024  # a -lv 4 start-up log is tens of KiB; its head is what matters
+# What a log may hold, whoever sends it (the explain-log page is open to anyone): its cost is bounded by
+# these, and every regular expression below runs in time linear in the line (anchored, possessive, or
+# with a literal no earlier repetition can consume), so no line costs more than reading it a few times.
+MAX_LOG_CHARS = 2 * 1024 * 1024  # a -lv 4 start-up log is tens to hundreds of KiB; its head is what matters
 MAX_LINE_CHARS = 4096  # longer lines (a chat template, a vocabulary dump) are not configuration
+MAX_LOG_LINES = 20_000  # a -lv 4 start-up with the fit's trace is about 3,500 lines; later ones are not read
+# The most of each kind of thing kept (a real log has a few of each); more are counted in n_over_bounds.
+MAX_ITEMS = {
+    "slots": 1024, "kv_caches": 64, "recurrent": 64, "buffers": 1024, "devices": 64, "memory_breakdowns": 16,
+    "breakdown_rows": 128, "fit": 1000, "notes": 100, "metadata": 4096, "context": 256, "lines_read": 400,
+}  # fmt: skip
+MAX_SHOWN_LINE_CHARS = 240  # a line read is kept this long (what the page shows of it)
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # What may stand before a llama.cpp line: a journald or docker-compose prefix, a router's [pid], the
@@ -211,6 +221,39 @@ class StartupLog:
     system_info: str | None = None  # llama.cpp's CPU features line (-lv 4): where weights in RAM go
     n_lines: int = 0
     n_recognised: int = 0
+    n_chars: int = 0
+    n_long_lines: int = 0  # lines over MAX_LINE_CHARS, not read
+    n_unread_lines: int = 0  # lines past MAX_LOG_LINES, not read
+    n_over_bounds: int = 0  # things past MAX_ITEMS, not kept
+    lines_read: list[tuple[int, str]] = field(default_factory=list)  # (line number, its start) of lines kvlab read
+
+    def room(self, kind: str, size: int) -> bool:
+        """Whether one more `kind` may be kept (MAX_ITEMS); counts the refusal when not."""
+        if size < MAX_ITEMS[kind]:
+            return True
+        self.n_over_bounds += 1
+        return False
+
+    @property
+    def reading_notes(self) -> list[str]:
+        """What of the text was not read, in words."""
+        notes = []
+        if self.n_unread_lines:
+            notes.append(
+                f"Only the first {MAX_LOG_LINES:,} lines were read; the {self.n_unread_lines:,} after them were not "
+                "(a start-up log is a few thousand lines)."
+            )
+        if self.n_long_lines:
+            notes.append(
+                f"{self.n_long_lines:,} line{'s' if self.n_long_lines != 1 else ''} longer than {MAX_LINE_CHARS:,} "
+                "characters (a template or vocabulary dump, not configuration) were not read."
+            )
+        if self.n_over_bounds:
+            notes.append(
+                f"{self.n_over_bounds:,} repeated line{'s' if self.n_over_bounds != 1 else ''} past what a start-up "
+                "log holds (devices, slots, buffers, tables, metadata keys) were not kept."
+            )
+        return notes
 
     @property
     def cache_types(self) -> tuple[str, str] | None:
@@ -298,20 +341,29 @@ _RS_SIZE = re.compile(
     rf"size ={_NUM} MiB \(\s*(\d+) cells,\s*(\d+) layers,\s*(\d+) seqs\s+(\d+) rs_seq\), "
     rf"R \(\w+\):{_NUM} MiB, S \(\w+\):{_NUM} MiB, P \(\w+\):{_NUM} MiB"
 )
-_BUFFER = re.compile(rf"(\S+)\s+(model |KV |RS |compute |output |)buffer size\s*=\s*{_MIB} MiB")
+# Searched for anywhere in the line: the buffer's name starts only where a word does ((?<!\S)), and
+# the runs are possessive, so a line of one long word is read once, not once per character.
+_BUFFER = re.compile(rf"(?<!\S)(\S++)\s++(model |KV |RS |compute |output |)buffer size\s*+=\s*+{_MIB} MiB")
 _ISWA = re.compile(r"creating\s+(non-SWA|SWA) KV cache")
-_KEY_VALUE = re.compile(r"(\w[\w ]*?)\s*=\s*(.*)$")
+# The key runs to the first "=" (the caller strips its spaces): possessive, where a lazy key retried the
+# spaces after each of its characters (quadratic on "a" and 4,000 spaces without an "=").
+_KEY_VALUE = re.compile(r"(\w[\w ]*+)\s*+=\s*+(.*)")
 _GGUF_KV = re.compile(r"- kv\s+\d+:\s+(\S+)\s+(\w+|arr\[\w+,\d+\])\s+= ?(.*)$")
 _BUILD = re.compile(r"build(?: =|:)? (\d+) \(([0-9a-fA-F]+|unknown)\)(?: with (.+?) for (.+?)(?: \(debug\))?$)?")
 _VERSION = re.compile(r"^version: (\d+) \(([0-9a-fA-F]+|unknown)\)$")
-_CUDA_DEVICE = re.compile(
-    r"^\s*Device (\d+): (.+?), (?:compute capability (\d+\.\d+)|.+?\(0x[0-9a-f]+\)), VMM: (yes|no)"
-    r"(?:, Wave Size: \d+)?(?:, VRAM: (\d+) MiB)?"
-)
+# ggml-cuda's "  Device 0: NVIDIA H200, compute capability 9.0, VMM: yes[, VRAM: 143167 MiB]" (ROCm's:
+# "…, gfx1100 (0x1100), VMM: no, Wave Size: 32"): the head up to the first ", VMM: " is cut by
+# _cuda_device, not by a pattern of two lazy runs (quadratic on a line of ", " repeated).
+_CUDA_DEVICE_HEAD = re.compile(r"\s*+Device (\d++): ")
+_CUDA_DEVICE_TAIL = re.compile(r"VMM: (yes|no)(?:, Wave Size: \d++)?(?:, VRAM: (\d++) MiB)?")
+_COMPUTE_CAPABILITY = re.compile(r"compute capability (\d++\.\d++)")
+_ROCM_ARCH = re.compile(r".*?\(0x[0-9a-f]++\)")
 _DEVICE_INFO = re.compile(r"^\s*- (\S+)\s*: (.*) \((\d+) MiB, (\d+) MiB free\)$")
-_USING_DEVICE = re.compile(r"using device (\S+) \((.*)\) (?:\([^)]*\) )?- (\d+) MiB free")
+# Matched at the start, not searched from every "using device": once per line. The description ends at the
+# first ") " the rest follows (greedy, it took the bus id too: "RTX 4090) (0000:01:00.0").
+_USING_DEVICE = re.compile(r"using device (\S++) \((.*?)\) (?:\([^)]*+\) )?- (\d++) MiB free")
 _BREAKDOWN_ROW = re.compile(
-    r"\|\s+- (\S+)(?: \((.*?)\))?\s+\|\s+(?:(\d+)\s+=\s+(-?\d+)\s+\+\s+\()?"
+    r"\|\s++- (\S+)(?: \(([^)|]*+)\))?\s+\|\s++(?:(\d+)\s+=\s+(-?\d+)\s+\+\s+\()?"
     r"(\d+)\s+=\s+(\d+)\s+\+\s+(\d+)\s+\+\s+(\d+)\)?"
     r"(?:\s+\+\s+(-?\d+))?\s*\|"
 )
@@ -323,7 +375,8 @@ _KV_FUNCS = {"llama_kv_cache", "llama_kv_cache_unified", "llama_kv_cache_init", 
 _MODEL_FUNCS = {"load_tensors", "llm_load_tensors"}
 
 
-def _clean_lines(text: str | bytes) -> list[str]:
+def _clean_lines(text: str | bytes) -> tuple[list[str], int, int]:
+    """The first MAX_LOG_LINES lines, how many lines follow them, and the text's length."""
     if isinstance(text, bytes):
         if len(text) > MAX_LOG_CHARS:
             raise LogError(_too_long(len(text)))
@@ -332,7 +385,9 @@ def _clean_lines(text: str | bytes) -> list[str]:
         raise LogError(_too_long(len(text)))
     if "\0" in text:
         raise LogError("This is not a text log: it holds NUL bytes. Paste llama-server's start-up output as text.")
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n", MAX_LOG_LINES)
+    unread = lines.pop().count("\n") + 1 if len(lines) > MAX_LOG_LINES else 0
+    return lines, unread, len(text)
 
 
 def _too_long(n: int) -> str:
@@ -364,18 +419,21 @@ def parse_startup_log(text: str | bytes) -> StartupLog:
     line endings and a log cut short (what is absent is listed in `missing`). Raises LogError for input
     that is too large, binary, or holds no line of a llama-server start-up."""
     log = StartupLog()
-    lines = _clean_lines(text)
-    log.n_lines = len(lines)
+    lines, log.n_unread_lines, log.n_chars = _clean_lines(text)
+    log.n_lines = len(lines) + log.n_unread_lines
     kv_kind = ""
     breakdown: list[dict[str, Any]] | None = None
-    for raw in lines:
+    for number, raw in enumerate(lines, start=1):
         if len(raw) > MAX_LINE_CHARS:
+            log.n_long_lines += 1
             continue
         line = _LINE_PREFIX.sub("", _ANSI.sub("", raw), count=1).rstrip()
         if not line:
             continue
         if _read_line(log, line, kv_kind_box := [kv_kind], breakdown_box := [breakdown]):
             log.n_recognised += 1
+            if log.room("lines_read", len(log.lines_read)):
+                log.lines_read.append((number, line[:MAX_SHOWN_LINE_CHARS]))
         elif _ERROR.search(line) and len(log.errors) < MAX_ERRORS:
             log.errors.append(line)
         kv_kind, breakdown = kv_kind_box[0], breakdown_box[0]
@@ -393,14 +451,15 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
     if at >= 0:
         log.system_info = line[at:]
         return True
-    device = _CUDA_DEVICE.match(line)
+    device = _cuda_device(line)
     if device:
-        entry = _device(log, f"CUDA{device[1]}")
-        entry.update(description=device[2], vmm=device[4] == "yes")
-        if device[3]:
-            entry["compute_capability"] = float(device[3])
-        if device[5]:
-            entry["total_mib"] = int(device[5])
+        index, description, capability, vmm, total_mib = device
+        entry = _device(log, f"CUDA{index}")
+        entry.update(description=description, vmm=vmm)
+        if capability:
+            entry["compute_capability"] = float(capability)
+        if total_mib:
+            entry["total_mib"] = int(total_mib)
         return True
     info = _DEVICE_INFO.match(line)
     if info:
@@ -416,11 +475,12 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
     func, rest = m[1], m[2]
     if func == "common_memory_breakdown_print" or func == "llama_print_memory_breakdown":
         if "memory breakdown" in rest:
-            breakdown[0] = []
-            log.memory_breakdowns.append(breakdown[0])
+            breakdown[0] = [] if log.room("memory_breakdowns", len(log.memory_breakdowns)) else None
+            if breakdown[0] is not None:
+                log.memory_breakdowns.append(breakdown[0])
             return True
         row = _BREAKDOWN_ROW.search(rest)
-        if row and breakdown[0] is not None:
+        if row and breakdown[0] is not None and log.room("breakdown_rows", len(breakdown[0])):
             breakdown[0].append(
                 {
                     "name": row[1],
@@ -437,7 +497,8 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
             return True
         return False
     if func in _FIT_FUNCS or (func == "common_init_" and "fitting params" in rest):
-        log.fit.append(f"{func}: {rest}")
+        if log.room("fit", len(log.fit)):
+            log.fit.append(f"{func}: {rest}")
         reduced = re.search(r"context size reduced from (\d+) to (\d+)", rest)
         if reduced:
             log.fit_context = (int(reduced[1]), int(reduced[2]))
@@ -460,7 +521,7 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
             kv_kind[0] = "swa" if iswa[1] == "SWA" else "full"
             return True
         size = _KV_SIZE.match(rest)
-        if size:
+        if size and log.room("kv_caches", len(log.kv_caches)):
             log.kv_caches.append(
                 KVCache(
                     size[1],
@@ -479,7 +540,7 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
         return _read_buffer(log, rest)
     if func == "llama_memory_recurrent":
         size = _RS_SIZE.match(rest)
-        if size:
+        if size and log.room("recurrent", len(log.recurrent)):
             log.recurrent.append(
                 RecurrentState(
                     size[1], int(size[2]), int(size[3]), int(size[4]), int(size[5]), size[6], size[7], size[8]
@@ -524,11 +585,27 @@ def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[A
     if func == "load_model":
         return _read_server(log, rest)
     if func == "llama_model_load_from_file_impl":
-        using = _USING_DEVICE.search(rest)
+        using = _USING_DEVICE.match(rest)
         if using:
             _device(log, using[1]).update(description=using[2], free_mib=int(using[3]))
             return True
     return False
+
+
+def _cuda_device(line: str) -> tuple[str, str, str | None, bool, str | None] | None:
+    """(index, description, compute capability, VMM, total MiB) of a ggml-cuda device line, or None."""
+    head = _CUDA_DEVICE_HEAD.match(line)
+    if not head:
+        return None
+    at = line.find(", VMM: ", head.end())
+    tail = _CUDA_DEVICE_TAIL.match(line, at + 2) if at >= 0 else None
+    if tail is None:
+        return None
+    description, _, kind = line[head.end() : at].rpartition(", ")
+    capability = _COMPUTE_CAPABILITY.fullmatch(kind)
+    if not description or (capability is None and not _ROCM_ARCH.fullmatch(kind)):
+        return None
+    return head[1], description, capability[1] if capability else None, tail[1] == "yes", tail[2]
 
 
 def _read_context(log: StartupLog, rest: str) -> bool:
@@ -539,13 +616,15 @@ def _read_context(log: StartupLog, rest: str) -> bool:
         log.flash_attn_resolved = auto[1] == "enabled"
         return True
     if rest.startswith(("n_ctx is not divisible", "enabling flash_attn", "n_ctx_seq (", "n_ctx_per_seq (")):
-        log.notes.append(rest)
+        if log.room("notes", len(log.notes)):
+            log.notes.append(rest)
         return True
     kv = re.match(r"(\w+)\s+= (\S+)$", rest)
     if not kv:
         return False
     key, value = kv[1], kv[2]
-    log.context[key] = value
+    if key in log.context or log.room("context", len(log.context)):
+        log.context[key] = value
     if key in ("n_ctx", "n_ctx_seq", "n_seq_max", "n_batch", "n_ubatch") and value.isdigit():
         setattr(log, key, int(value))
     elif key == "n_ctx_per_seq" and value.isdigit():  # the name before n_ctx_seq
@@ -565,7 +644,8 @@ def _read_buffer(log: StartupLog, rest: str) -> bool:
     if not b:
         return False
     kind = {"model ": "model", "KV ": "kv", "RS ": "rs", "compute ": "compute", "output ": "output", "": "model"}[b[2]]
-    log.buffers.append(Buffer(kind, b[1], f"{float(b[3]):.2f}"))
+    if log.room("buffers", len(log.buffers)):
+        log.buffers.append(Buffer(kind, b[1], f"{float(b[3]):.2f}"))
     return True
 
 
@@ -578,6 +658,8 @@ def _read_loader(log: StartupLog, rest: str) -> bool:
     if not kv:
         return False
     key, kind, raw = kv[1], kv[2], kv[3]
+    if key not in log.metadata and not log.room("metadata", len(log.metadata) + len(log.metadata_truncated)):
+        return True
     length = re.match(r"arr\[\w+,(\d+)\]", kind)
     if length:
         log.array_lengths[key] = int(length[1])
@@ -586,7 +668,7 @@ def _read_loader(log: StartupLog, rest: str) -> bool:
         return True
     try:
         log.metadata[key] = _gguf_value(kind, raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # an array nested past the JSON reader's depth is no GGUF value
         log.metadata_truncated.append(key)
         return True
     if key == "general.architecture":
@@ -610,7 +692,8 @@ def _read_server(log: StartupLog, rest: str) -> bool:
         return True
     slot = _SLOT.search(rest)
     if slot:
-        log.slots.append({"id": int(slot[1]), "n_ctx": int(slot[2])})
+        if log.room("slots", len(log.slots)):
+            log.slots.append({"id": int(slot[1]), "n_ctx": int(slot[2])})
         return True
     return False
 
@@ -620,8 +703,9 @@ def _device(log: StartupLog, name: str) -> dict[str, Any]:
         if entry["name"] == name:
             return entry
     entry = {"name": name}
-    log.devices.append(entry)
-    return entry
+    if log.room("devices", len(log.devices)):
+        log.devices.append(entry)
+    return entry  # past the bound, filled and dropped
 
 
 def _int(text: str | None) -> int | None:

@@ -51,7 +51,7 @@ from .placement.types import MAX_DEVICES
 from .recommend import RANKING
 from .render import page_view, text_report
 from .report import Sizing, as_json, check_record, size
-from .server_log import MAX_LOG_CHARS
+from .server_log import MAX_LOG_CHARS, MAX_LOG_LINES
 from .workload import Workload
 
 MAX_STORED_METADATA = 1 << 20  # bytes of JSON: what sizing reads of a head is far less
@@ -426,7 +426,7 @@ def explain_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def explain_log(request: HtmxHttpRequest) -> HttpResponse:
     """Paste a llama-server start-up log: kvlab's prediction beside every figure it printed. Read-only,
     open to anyone; POST because a log is too long for a URL."""
-    context: dict[str, object] = {"max_chars": MAX_LOG_CHARS}
+    context: dict[str, object] = {"max_chars": MAX_LOG_CHARS, "max_lines": MAX_LOG_LINES}
     status = 200
     try:
         data = request.POST if request.method == "POST" else None
