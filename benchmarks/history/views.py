@@ -9,18 +9,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Exists, Expression, F, FloatField, Func, Max, OuterRef, QuerySet, Value
-from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.functional import cached_property
-from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
 from kvlab.http import HtmxHttpRequest
 from kvlab.paging import CappedPaginator
-from kvlab.uploads import SizeLimitUploadHandler, declared_length
+from kvlab.uploads import UploadRefused, uploads_capped
 
 from ..models import FileImport, RequestResult, Run
 from ..templatetags.units import ms, seconds, thousands, tok_s
@@ -346,26 +345,20 @@ def _render_import(request: HtmxHttpRequest, file_import: FileImport, status: in
     return render(request, "benchmarks/import_detail.html", context, status=status)
 
 
-@csrf_exempt  # CSRF is checked by import_upload_checked, after the size limit is in place
+def _too_large(request: HttpRequest, refused: UploadRefused) -> HttpResponse:
+    form = ImportForm()
+    context: dict[str, Any] = {"form": form, "limit": refused.limit, "too_large": True}
+    return render(request, "benchmarks/import_form.html", context, status=413)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
+@uploads_capped(lambda: settings.KVLAB_UPLOAD_MAX_BYTES, _too_large)
 def import_upload(request: HtmxHttpRequest) -> HttpResponse:
-    limit = settings.KVLAB_UPLOAD_MAX_BYTES
-    if request.method == "POST":
-        if declared_length(request) > limit:
-            return _too_large(request, limit)
-        request.upload_handlers.insert(0, SizeLimitUploadHandler(request, limit))
-    return import_upload_checked(request)
-
-
-@csrf_protect
-def import_upload_checked(request: HtmxHttpRequest) -> HttpResponse:
     limit = settings.KVLAB_UPLOAD_MAX_BYTES
     if request.method == "GET":
         return render(request, "benchmarks/import_form.html", {"form": ImportForm(), "limit": limit})
     form = ImportForm(request.POST, request.FILES)
-    if getattr(request, "upload_too_large", False):
-        return _too_large(request, limit)
     if not form.is_valid():
         return render(request, "benchmarks/import_form.html", {"form": form, "limit": limit}, status=400)
     server_log = form.cleaned_data.get("server_log")
@@ -393,9 +386,3 @@ def import_upload_checked(request: HtmxHttpRequest) -> HttpResponse:
     if request.htmx:
         return HttpResponseClientRedirect(url)
     return HttpResponseRedirect(url)
-
-
-def _too_large(request: HtmxHttpRequest, limit: int) -> HttpResponse:
-    form = ImportForm()
-    context: dict[str, Any] = {"form": form, "limit": limit, "too_large": True}
-    return render(request, "benchmarks/import_form.html", context, status=413)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import F
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -18,12 +19,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from kvlab.http import HtmxHttpRequest
 from kvlab.paging import CappedPaginator
+from kvlab.uploads import UploadRefused, uploads_capped
 
 from ..models import Job, Server
 from .client.probe import ProbeError, probe, tokenize
 from .client.target import TargetRefused, resolve_target
-from .datasets import length_distribution
-from .forms import JobForm, ServerForm
+from .datasets import MAX_DATASET_BYTES, length_distribution
+from .forms import MAX_PROMPT_FILE_BYTES, JobForm, ServerForm
 from .lifecycle import prompt_stats, submit_job, worker_available
 from .pool import job_warning, server_pool
 
@@ -76,8 +78,33 @@ def _probe(server: Server) -> None:
     server.save(update_fields=["last_probe", "last_probed_at"])
 
 
+# The job form's files stop at their limit while they stream in (kvlab.uploads), not once written whole.
+UPLOAD_LIMITS = {"prompt_file": MAX_PROMPT_FILE_BYTES, "dataset_file": MAX_DATASET_BYTES}
+UPLOAD_NAMES = {"prompt_file": "prompt file", "dataset_file": "dataset"}
+
+
+def _size(n_bytes: int) -> str:
+    return f"{n_bytes / 1048576:g} MiB" if n_bytes >= 1048576 else f"{n_bytes / 1024:g} KiB"
+
+
+def _upload_refused(request: HttpRequest, refused: UploadRefused) -> HttpResponse:
+    what = f"The {UPLOAD_NAMES[refused.field]}" if refused.field in UPLOAD_NAMES else "The upload"
+    context = {
+        "form": JobForm(initial=request.GET.dict() or None),
+        "submit_error": f"{what} is larger than {_size(refused.limit)}: kvlab stopped reading it there, "
+        "and nothing was submitted.",
+    }
+    return render(request, "benchmarks/job_form.html", context, status=413)
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
+@uploads_capped(
+    lambda: max(UPLOAD_LIMITS.values()),
+    _upload_refused,
+    per_field=lambda: UPLOAD_LIMITS,
+    other_fields=settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 65_536,  # the other fields, and the parts' headers
+)
 def job_new(request: HtmxHttpRequest) -> HttpResponse:
     form = JobForm(request.POST or None, request.FILES or None, initial=request.GET.dict() or None)
     context: dict[str, object] = {"form": form}
