@@ -22,12 +22,14 @@ which bound the document passed, for the reader to record or show.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import IO, Any
 
 import orjson
 
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
+CHUNK_BYTES = 1 << 20
 MAX_VALUES = 4_000_000  # ~350 MiB of Python objects at worst (two-character strings), ~100 MiB of floats
 MAX_DEPTH = 64  # tool files nest under 12 levels; a stored JSON value may nest 32
 # PyYAML builds a node in 5-15 us (JSON's value in 0.1): 100,000 nodes is about a second, a 2.5 MB report.
@@ -42,12 +44,32 @@ def too_deep(max_depth: int = MAX_DEPTH) -> Refused:
     return Refused(f"nested more than {max_depth} levels deep (kvlab reads {max_depth} at most)")
 
 
-def read_capped(handle: IO[bytes], max_bytes: int = MAX_DOCUMENT_BYTES) -> bytes:
-    """The handle's bytes, or Refused past max_bytes (reading at most one byte more)."""
-    data = handle.read(max_bytes + 1)
-    if len(data) > max_bytes:
-        raise Refused(f"larger than {_size(max_bytes)}, the most kvlab reads of one document")
-    return data
+def read_capped(handle: IO[bytes], max_bytes: int | None = None) -> bytes:
+    """The handle's bytes, or Refused past max_bytes (MAX_DOCUMENT_BYTES): a file's size is asked first;
+    a stream is read a chunk at a time, never past one chunk beyond the cap (read(n) would hold n bytes)."""
+    if max_bytes is None:
+        max_bytes = MAX_DOCUMENT_BYTES
+    refused = Refused(f"larger than {_size(max_bytes)}, the most kvlab reads of one document")
+    try:
+        size = os.fstat(handle.fileno()).st_size
+    except (AttributeError, OSError, ValueError):  # not a file: an upload in memory, a pipe
+        size = None
+    chunks: list[bytes] = []
+    if size is not None:
+        if size > max_bytes:
+            raise refused
+        chunks.append(handle.read(size + 1))  # the whole file in one allocation of its size
+        if len(chunks[0]) <= size:
+            return chunks[0]
+    total = len(chunks[0]) if chunks else 0  # a file that grew since it was measured: read on, in chunks
+    if total > max_bytes:
+        raise refused
+    while chunk := handle.read(CHUNK_BYTES):
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > max_bytes:
+            raise refused
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def check_values(data: bytes | str, max_values: int = MAX_VALUES) -> None:

@@ -40,6 +40,8 @@ from typing import Any
 
 import orjson
 
+from kvlab import bounded_parse
+
 from ..jsonl import UTF8_BOM
 from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare, no_model
 
@@ -129,7 +131,7 @@ def convert(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
     if source.files:
         yield from _directory(source, declared)
         return
-    data = _read(source.path)
+    data = _read(source.path, source.path.name)
     head = data[:4096].lstrip()
     if _is_jsonl(head):
         yield from _jsonl_records(data, source.path.name, None, declared, _no_inputs)
@@ -160,15 +162,16 @@ def _directory(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
 
         run = None
         if JSON_FILE in files:
-            data = _json(_read(files[JSON_FILE]), f"{where}/{JSON_FILE}")
+            data = _json(_read(files[JSON_FILE], f"{where}/{JSON_FILE}"), f"{where}/{JSON_FILE}")
             run, summary = _summary_from_json(data, declared, inputs_model)
             yield summary
         elif CSV_FILE in files:  # the CSV only when the JSON is missing: it repeats it, rounded
-            summary = _summary_from_csv(_read(files[CSV_FILE]), f"{where}/{CSV_FILE}", declared, inputs_model)
+            at = f"{where}/{CSV_FILE}"
+            summary = _summary_from_csv(_read(files[CSV_FILE], at), at, declared, inputs_model)
             run = summary["run"]
             yield summary
         if JSONL_FILE in files:
-            data = _read(files[JSONL_FILE])
+            data = _read(files[JSONL_FILE], f"{where}/{JSONL_FILE}")
             yield from _jsonl_records(data, f"{where}/{JSONL_FILE}", run, declared, inputs_model)
 
 
@@ -179,7 +182,7 @@ def _inputs_model(path: Path, where: str) -> str:
         raise FormatError(
             f"{size >> 20} MiB, more than the {MAX_INPUTS_BYTES >> 20} MiB kvlab reads for the model", where
         )
-    value = _json(_read(path), where)
+    value = _json(_read(path, where), where)
     sessions = value.get("data")
     if not isinstance(sessions, list):
         raise FormatError('not AIPerf\'s inputs file (no "data" list of sessions)', where)
@@ -199,14 +202,20 @@ def _no_inputs() -> str:
     return ""
 
 
-def _read(path: Path) -> bytes:
+def _read(path: Path, where: str) -> bytes:
     with path.open("rb") as handle:
-        return handle.read().removeprefix(UTF8_BOM)  # an editor's byte-order mark is not content
+        try:
+            data = bounded_parse.read_capped(handle)
+        except bounded_parse.Refused as exc:
+            raise FormatError(str(exc), where) from None
+    return data.removeprefix(UTF8_BOM)  # an editor's byte-order mark is not content
 
 
 def _json(data: bytes, where: str) -> dict[str, Any]:
     try:
-        value = orjson.loads(data)
+        value = bounded_parse.loads(data)
+    except bounded_parse.Refused as exc:
+        raise FormatError(str(exc), where) from None
     except orjson.JSONDecodeError as exc:
         raise FormatError(f"not valid JSON: {exc}", where) from None
     if not isinstance(value, dict):
@@ -557,12 +566,18 @@ def _bounded(value: Any, depth: int = 0) -> Any:
 def _jsonl_records(
     data: bytes, where: str, run: dict[str, Any] | None, declared: Declared, inputs_model: Callable[[], str]
 ) -> Iterator[dict[str, Any]]:
+    try:
+        bounded_parse.check_values(data)  # every line's values are held at once
+    except bounded_parse.Refused as exc:
+        raise FormatError(str(exc), where) from None
     lines: list[tuple[int, dict[str, Any]]] = []
     for number, line in enumerate(data.split(b"\n"), start=1):
         if not line.strip():
             continue
         try:
-            value = orjson.loads(line)
+            value = bounded_parse.loads(line)
+        except bounded_parse.Refused as exc:
+            raise FormatError(str(exc), f"{where}: line {number}") from None
         except orjson.JSONDecodeError as exc:
             raise FormatError(f"not valid JSON: {exc}", f"{where}: line {number}") from None
         if not isinstance(value, dict) or not isinstance(value.get("metadata"), dict):

@@ -33,6 +33,8 @@ from typing import Any
 
 import orjson
 
+from kvlab import bounded_parse
+
 from ..jsonl import UTF8_BOM
 from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare, no_model
 
@@ -73,12 +75,15 @@ def convert(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
 
 def _export(path: Path, prefix: str, declared: Declared) -> Iterator[dict[str, Any]]:
     """One profile_export.json's runs; prefix names the file within a directory ("" for a file alone)."""
-    with path.open("rb") as handle:
-        data = handle.read().removeprefix(UTF8_BOM)  # an editor's byte-order mark is not content
+    where = prefix.removesuffix(": ") or path.name
     try:
-        document = orjson.loads(data)
+        with path.open("rb") as handle:
+            data = bounded_parse.read_capped(handle).removeprefix(UTF8_BOM)  # a byte-order mark is not content
+        document = bounded_parse.loads(data)
+    except bounded_parse.Refused as exc:
+        raise FormatError(str(exc), where) from None
     except orjson.JSONDecodeError as exc:
-        raise FormatError(f"not valid JSON: {exc}", prefix.removesuffix(": ") or path.name) from None
+        raise FormatError(f"not valid JSON: {exc}", where) from None
     if not isinstance(document, dict) or not isinstance(document.get("experiments"), list):
         raise FormatError("missing or not a list", f"{prefix}experiments")
     if not document["experiments"]:
@@ -160,8 +165,8 @@ def _payload(request: dict[str, Any]) -> dict[str, Any]:
     payload = inputs.get("payload") if isinstance(inputs, dict) else None
     if isinstance(payload, str) and payload.startswith("{"):
         try:
-            parsed = orjson.loads(payload)
-        except orjson.JSONDecodeError:
+            parsed = bounded_parse.loads(payload)
+        except ValueError:  # not JSON, or past kvlab's bounds: nothing known of the payload
             return {}
         return parsed if isinstance(parsed, dict) else {}
     return {}
@@ -185,8 +190,8 @@ def _responses(request: dict[str, Any]) -> list[dict[str, Any]]:
                 chunk = chunk[5:].strip()
             if chunk.startswith("{"):
                 try:
-                    parsed = orjson.loads(chunk)
-                except orjson.JSONDecodeError:
+                    parsed = bounded_parse.loads(chunk)
+                except ValueError:  # not JSON, or past kvlab's bounds: not a response object
                     continue
                 if isinstance(parsed, dict):
                     objects.append(parsed)

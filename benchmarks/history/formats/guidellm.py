@@ -26,7 +26,6 @@ that changed between releases, without the requests.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from collections.abc import Iterator
@@ -34,6 +33,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import orjson
+
+from kvlab import bounded_parse
 
 from ..jsonl import UTF8_BOM
 from . import SCHEMA_V2, Declared, FormatError, Sample, Source, declare, no_model
@@ -91,27 +92,34 @@ def convert(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
 
 
 def _load(source: Source) -> Any:
-    with source.open() as handle:  # type: ignore[attr-defined]
-        data: bytes = handle.read().removeprefix(UTF8_BOM)  # an editor's byte-order mark is not content
-    stripped = data.lstrip()
-    if stripped.startswith(b"{"):
+    """The report, parsed within kvlab's bounds (kvlab.bounded_parse): a refusal names the bound passed."""
+    name = source.path.name
+    try:
+        with source.open() as handle:  # type: ignore[attr-defined]
+            data = bounded_parse.read_capped(handle).removeprefix(UTF8_BOM)  # a byte-order mark is not content
+        if data.lstrip().startswith(b"{"):
+            try:
+                return bounded_parse.loads(data)
+            except orjson.JSONDecodeError:
+                pass
+            try:  # Python's json.dumps writes NaN and Infinity, which orjson refuses
+                return _finite(bounded_parse.python_loads(data))
+            except bounded_parse.Refused:
+                raise
+            except ValueError as exc:
+                raise FormatError(f"not valid JSON: {exc}", name) from None
         try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError:
-            pass
-        try:  # Python's json.dumps writes NaN and Infinity, which orjson refuses
-            return _finite(json.loads(data))
-        except ValueError as exc:
-            raise FormatError(f"not valid JSON: {exc}", source.path.name) from None
-    try:
-        import yaml  # PyYAML comes with gguf, a runtime requirement
-    except ImportError:  # pragma: no cover - gguf always brings it
-        raise FormatError("reading GuideLLM's YAML needs PyYAML", source.path.name) from None
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        return _finite(yaml.load(data, Loader=loader))  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        raise FormatError(f"not valid YAML: {exc}", source.path.name) from None
+            import yaml  # PyYAML comes with gguf, a runtime requirement
+        except ImportError:  # pragma: no cover - gguf always brings it
+            raise FormatError("reading GuideLLM's YAML needs PyYAML", name) from None
+        try:
+            return _finite(bounded_parse.load_yaml(data))
+        except bounded_parse.Refused:
+            raise
+        except (yaml.YAMLError, ValueError) as exc:  # ValueError: an integer past Python's 4,300 digits
+            raise FormatError(f"not valid YAML: {exc}", name) from None
+    except bounded_parse.Refused as exc:
+        raise FormatError(str(exc), name) from None
 
 
 def _finite(value: Any) -> Any:
@@ -465,8 +473,8 @@ def _max_tokens(request_args: Any) -> int | None:
     """The request's max_tokens, from the request arguments GuideLLM saved as a JSON string."""
     if isinstance(request_args, str) and request_args.startswith("{"):
         try:
-            request_args = orjson.loads(request_args)
-        except orjson.JSONDecodeError:
+            request_args = bounded_parse.loads(request_args)
+        except ValueError:  # not JSON, or past kvlab's bounds: no max_tokens known
             return None
     if not isinstance(request_args, dict):
         return None

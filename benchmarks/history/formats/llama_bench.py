@@ -33,6 +33,8 @@ from typing import Any
 
 import orjson
 
+from kvlab import bounded_parse
+
 from . import SCHEMA_V2, Declared, FormatError, Sample, Source
 
 NAME = "llama-bench"
@@ -99,8 +101,12 @@ def convert(source: Source, declared: Declared) -> Iterator[dict[str, object]]:
     """One summary record per test, and a request record per repetition where the file has them."""
     if source.files:
         raise FormatError("llama-bench results are one file, not a directory", source.path.name)
-    with source.open() as handle:  # type: ignore[attr-defined]
-        data: bytes = handle.read()
+    try:
+        with source.open() as handle:  # type: ignore[attr-defined]
+            data = bounded_parse.read_capped(handle)
+        bounded_parse.check_values(data)  # a JSONL file's lines are all held at once, as one document's
+    except bounded_parse.Refused as exc:
+        raise FormatError(str(exc), source.path.name) from None
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -172,7 +178,9 @@ def _json_value(text: str, where: str) -> Any:
         raise FormatError(f"{word} is not a number llama-bench can measure", where)
 
     try:
-        return json.loads(text, parse_constant=no_constant)
+        return bounded_parse.python_loads(text, parse_constant=no_constant)
+    except bounded_parse.Refused as exc:
+        raise FormatError(str(exc), where) from None
     except json.JSONDecodeError as exc:
         raise FormatError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", where) from None
 

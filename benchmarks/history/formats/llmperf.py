@@ -41,6 +41,8 @@ from typing import Any
 
 import orjson
 
+from kvlab import bounded_parse
+
 from . import SCHEMA_V2, Declared, FormatError, Sample, Source
 
 NAME = "llmperf"
@@ -132,10 +134,12 @@ def _load(path: Path) -> Any:
     def no_number(word: str) -> None:  # pandas' NaN of an empty series: no value
         return None
 
-    with path.open("rb") as handle:
-        data = handle.read()
     try:
-        return json.loads(data, parse_constant=no_number)
+        with path.open("rb") as handle:
+            data = bounded_parse.read_capped(handle)
+        return bounded_parse.python_loads(data, parse_constant=no_number)
+    except bounded_parse.Refused as exc:
+        raise FormatError(str(exc), path.name) from None
     except UnicodeDecodeError as exc:
         raise FormatError(f"not UTF-8 text (byte {exc.start})", path.name) from None
     except json.JSONDecodeError as exc:

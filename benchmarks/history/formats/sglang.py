@@ -34,6 +34,7 @@ from .vllm import (
     fill_server_flags,
     number,
     read_json_values,
+    read_source,
     request_records,
     statistics,
     storable,
@@ -57,10 +58,7 @@ def sniff(sample: Sample) -> bool:
 
 def convert(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
     where = source.path.name
-    handle = source.open()
-    with handle:  # type: ignore[attr-defined]
-        data: bytes = handle.read()  # type: ignore[attr-defined]
-    values = read_json_values(data, where)
+    values = read_json_values(read_source(source, source.path, where), where)
     if not values:
         raise FormatError("no SGLang result line in the file", where)
     records: list[dict[str, Any]] = []

@@ -36,6 +36,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from kvlab import bounded_parse
+
 from . import SCHEMA_V2, Declared, FormatError, Sample, Source, no_model
 
 NAME = "vllm"
@@ -132,7 +134,7 @@ def convert(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
 
 def _convert_file(source: Source, declared: Declared) -> Iterator[dict[str, Any]]:
     where = source.path.name
-    objects = list(_objects(read_json_values(_read(source, source.path), where), where))
+    objects = list(_objects(read_json_values(read_source(source, source.path, where), where), where))
     if not objects:
         raise FormatError("no vLLM result object in the file", where)
     records: list[dict[str, Any]] = []
@@ -159,17 +161,20 @@ def _convert_sweep(source: Source, declared: Declared) -> Iterator[dict[str, Any
     # only add the runs whose own file is gone.
     for path in [*run_files, *summaries]:
         where = relative[path]
-        for obj, at in _objects(read_json_values(_read(source, path), where), where):
+        for obj, at in _objects(read_json_values(read_source(source, path, where), where), where):
             extra = {"sweep_combination": path.parent.name}
             records.extend(_run_records(obj, at, declared, FORMAT_SWEEP, seen, extra))
     return iter(records)
 
 
-def _read(source: Source, path: Path) -> bytes:
+def read_source(source: Source, path: Path, where: str) -> bytes:
+    """A file's bytes, up to the most kvlab reads of one document (kvlab.bounded_parse)."""
     handle = source.open(path)
     with handle:  # type: ignore[attr-defined]
-        data: bytes = handle.read()  # type: ignore[attr-defined]
-    return data
+        try:
+            return bounded_parse.read_capped(handle)  # type: ignore[arg-type]
+        except bounded_parse.Refused as exc:
+            raise FormatError(str(exc), where) from None
 
 
 def _relative(path: Path, root: Path) -> str:
@@ -257,11 +262,15 @@ def _run_records(
 
 def read_json_values(data: bytes, where: str) -> list[tuple[int, Any]]:
     """Every JSON value in data, with the line it starts on: one, or several appended after one
-    another (vLLM's --append-result, SGLang's JSONL). Bare NaN/Infinity decode (Python wrote them)."""
+    another (vLLM's --append-result, SGLang's JSONL). Bare NaN/Infinity decode (Python wrote them).
+    All of them within kvlab's bounds (kvlab.bounded_parse), their values counted together: all are held."""
     try:
         text = data.decode("utf-8").lstrip("\ufeff")
+        bounded_parse.check_values(text)
     except UnicodeDecodeError as exc:
         raise FormatError(f"not UTF-8 text (byte {exc.start})", where) from None
+    except bounded_parse.Refused as exc:
+        raise FormatError(str(exc), where) from None
     decoder = json.JSONDecoder()
     values: list[tuple[int, Any]] = []
     pos, line, end = 0, 1, len(text)
@@ -273,7 +282,9 @@ def read_json_values(data: bytes, where: str) -> list[tuple[int, Any]]:
         if pos >= end:
             return values
         try:
-            value, after = decoder.raw_decode(text, pos)
+            value, after = bounded_parse.raw_decode(decoder, text, pos)
+        except bounded_parse.Refused as exc:
+            raise FormatError(str(exc), f"{where} line {line}") from None
         except json.JSONDecodeError as exc:
             raise FormatError(f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}", where) from None
         except ValueError as exc:  # an integer of more digits than Python converts
