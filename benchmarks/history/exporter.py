@@ -83,3 +83,9 @@ def _v1_lines(runs: QuerySet[Run]) -> Iterator[bytes]:
 def skipped_by_v1(runs: QuerySet[Run]) -> int:
     """Runs a kvlab.bench/1 export leaves out: those without a request row."""
     return runs.filter(requests__isnull=True).count()
+
+
+def requests_at_most(run_ids: list[int], most: int) -> int:
+    """How many request rows these runs hold, counted up to most + 1 only: the cost of asking is bounded by
+    `most`, whatever the runs hold (one seek down the requests' (run, seq) index per run, then rows)."""
+    return RequestResult.objects.filter(run_id__in=run_ids).values("pk")[: most + 1].count()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -17,14 +19,15 @@ from django.utils.functional import cached_property
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
+from kvlab import slots
 from kvlab.http import HtmxHttpRequest
 from kvlab.paging import CappedPaginator
 from kvlab.uploads import UploadRefused, uploads_capped
 
 from ..models import FileImport, RequestResult, Run
 from ..templatetags.units import ms, seconds, thousands, tok_s
+from . import exporter, goodput, sampling, sources
 from . import forms as filter_forms
-from . import goodput, sampling, sources
 from .comparison import compare_rows, compare_warnings, noisy_pairs
 from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm, ValueSearchForm
@@ -305,25 +308,90 @@ def run_compare(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "benchmarks/run_compare.html", context, status=status)
 
 
+# Exports stream the history as JSONL (GB for a large one): a client streams at most EXPORTS_PER_CLIENT at
+# once (kvlab.slots, across every web process), and without a login an export holds at most
+# ANONYMOUS_EXPORT_RUNS runs and ANONYMOUS_EXPORT_REQUESTS requests (counted up to that, at a bounded cost).
+EXPORTS_PER_CLIENT = 2
+ANONYMOUS_EXPORT_RUNS = 1_000
+ANONYMOUS_EXPORT_REQUESTS = 50_000
+
+
+def _export_limits() -> tuple[int, int, int]:
+    return (
+        getattr(settings, "KVLAB_EXPORTS_PER_CLIENT", EXPORTS_PER_CLIENT),
+        getattr(settings, "KVLAB_ANONYMOUS_EXPORT_RUNS", ANONYMOUS_EXPORT_RUNS),
+        getattr(settings, "KVLAB_ANONYMOUS_EXPORT_REQUESTS", ANONYMOUS_EXPORT_REQUESTS),
+    )
+
+
 @require_GET
 def export_download(request: HtmxHttpRequest) -> HttpResponse:
     form = RunFilterForm(request.GET)
     if not form.is_valid():
         return render(request, "benchmarks/run_list.html", {"form": form, "page": None}, status=400)
-    return _jsonl_download(form.filter(Run.objects.all()), "kvlab-runs")
+    return _jsonl_download(request, form.filter(Run.objects.all()), "kvlab-runs")
 
 
 @require_GET
 def run_export(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(Run, pk=pk)
-    return _jsonl_download(Run.objects.filter(pk=run.pk), f"kvlab-run-{run.pk}")
+    return _jsonl_download(request, Run.objects.filter(pk=run.pk), f"kvlab-run-{run.pk}")
 
 
-def _jsonl_download(runs: QuerySet[Run], name: str) -> StreamingHttpResponse:
+def _refusal(status: int, reason: str) -> HttpResponse:
+    response = HttpResponse(reason + "\n", content_type="text/plain; charset=utf-8", status=status)
+    if status == 429:
+        response["Retry-After"] = "30"
+    return response
+
+
+def _jsonl_download(request: HtmxHttpRequest, runs: QuerySet[Run], name: str) -> HttpResponse:
+    per_client, most_runs, most_requests = _export_limits()
+    if not request.user.is_authenticated:
+        ids = list(runs.order_by("pk").values_list("pk", flat=True)[: most_runs + 1])
+        too_many = (
+            f"more than {most_runs:,} runs"
+            if len(ids) > most_runs
+            else f"more than {most_requests:,} requests"
+            if exporter.requests_at_most(ids, most_requests) > most_requests
+            else ""
+        )
+        if too_many:
+            login = f"{reverse('login')}?{urlencode({'next': request.get_full_path()})}"
+            return _refusal(
+                403,
+                f"This export holds {too_many}: an export that large needs a login ({login}). "
+                f"Without one, narrow the filter to at most {most_runs:,} runs and {most_requests:,} requests.",
+            )
+        runs = Run.objects.filter(pk__in=ids)  # what was counted is what is sent
+    held = slots.take("export", request, per_client)
+    if held is None:
+        return _refusal(
+            429,
+            f"{per_client} exports from your address are already streaming: kvlab streams at most {per_client} at "
+            "once per client. Try again when one has finished.",
+        )
     stamp = timezone.now().strftime("%Y%m%dT%H%M%SZ")
-    response = StreamingHttpResponse(export_lines(runs), content_type="application/x-ndjson")
+    response = StreamingHttpResponse(_releasing(export_lines(runs), held), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.jsonl"'
     return response
+
+
+class _releasing:  # noqa: N801 (an iterator, named for what it does)
+    """The export's lines, its slot released when the response is closed (streamed out, or the client gone),
+    whether or not the lines were ever read."""
+
+    def __init__(self, lines: Iterator[bytes], held: slots.Held) -> None:
+        self.lines, self.held = lines, held
+
+    def __iter__(self) -> Iterator[bytes]:
+        try:
+            yield from self.lines
+        finally:
+            self.held.close()
+
+    def close(self) -> None:
+        self.held.close()
 
 
 @require_GET
