@@ -19,7 +19,6 @@ family tells servers apart by id, so a server named "(none)" is not merged with 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -27,6 +26,7 @@ from django.db import connection
 
 from ..charts import figures, series
 from ..models.baselines import BaselineComparison, SeriesRun
+from .changed_runs import ChangedRuns
 
 WINDOWS = (5, 10, 20, 50)  # the windows the regressions page offers: each is kept compared
 DEPTH = max(WINDOWS) + 1  # a series' latest run and the runs its widest window compares it with
@@ -69,34 +69,29 @@ def _series_key(alias: str) -> str:
     return f"kvlab_series_hash({', '.join(fields)})"
 
 
-def _in(column: str, values: Sequence[int]) -> tuple[str, list[Any]]:
-    """SQL and its one parameter: column is one of values (however many)."""
-    if connection.vendor == "postgresql":
-        return f"{column} = ANY(%s)", [list(values)]
-    return f"{column} IN (SELECT value FROM json_each(%s))", [json.dumps(list(values))]
-
-
 def _file(cursor: Any, where: str, params: Sequence[Any]) -> None:
-    """File the dated runs matching `where` (on the run r) under their series."""
+    """File the dated runs matching `where` (on the run r) under their series, in the order of their
+    series (each index of SeriesRun then grows at a few places, not at one random place per run: 200,000
+    runs filed in a third of the time)."""
     job = _q("benchmarks_job")
     cursor.execute(
         f"INSERT INTO {MEMBERS} ({_q('run_id')}, {_q('series_key')}, {_q('label')}, {_q('server_pk')},"
         f" {_q('started_at')})"
-        f" SELECT r.{_q('id')}, {_series_key('r')},"
-        f" CASE WHEN r.{_q('label')} = '' THEN '(none)' ELSE r.{_q('label')} END,"
-        f" COALESCE(j.{_q('server_id')}, 0), r.{_q('started_at')}"
+        f" SELECT * FROM (SELECT r.{_q('id')} AS run_id, {_series_key('r')} AS series_key,"
+        f" CASE WHEN r.{_q('label')} = '' THEN '(none)' ELSE r.{_q('label')} END AS label,"
+        f" COALESCE(j.{_q('server_id')}, 0) AS server_pk, r.{_q('started_at')} AS started_at"
         f" FROM {RUN} r LEFT JOIN {job} j ON j.{_q('id')} = r.{_q('job_id')}"
-        f" WHERE r.{_q('started_at')} IS NOT NULL AND {where}",
+        f" WHERE r.{_q('started_at')} IS NOT NULL AND {where}) f ORDER BY series_key, started_at, run_id",
         params,
     )
 
 
-def runs_changed(run_ids: Iterable[int]) -> None:
+def runs_changed(run_ids: Iterable[int] | ChangedRuns) -> None:
     """File the runs (new, changed or deleted) under their series again and compare those series again."""
-    ids = sorted(set(run_ids))
-    if not ids:
+    changed = run_ids if isinstance(run_ids, ChangedRuns) else ChangedRuns.of(run_ids)
+    if not len(changed):
         return
-    in_ids, params = _in(_q("run_id"), ids)
+    in_ids, params = changed.where(_q("run_id"))
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {_q('series_key')}, {_q('label')}, {_q('server_pk')} FROM {MEMBERS} WHERE {in_ids}", params
@@ -104,9 +99,9 @@ def runs_changed(run_ids: Iterable[int]) -> None:
         before = cursor.fetchall()
         if before:
             cursor.execute(f"DELETE FROM {MEMBERS} WHERE {in_ids}", params)
-        _file(cursor, _in("r." + _q("id"), ids)[0], params)
+        _file(cursor, *changed.where("r." + _q("id")))
         # Only a series that holds another run has anything to compare (or had, when it is in `before`).
-        member_of_ids = _in("m." + _q("run_id"), ids)[0]
+        member_of_ids = changed.where("m." + _q("run_id"))[0]
         cursor.execute(
             f"SELECT m.{_q('series_key')}, m.{_q('label')}, m.{_q('server_pk')} FROM {MEMBERS} m"
             f" WHERE {member_of_ids} AND EXISTS (SELECT 1 FROM {MEMBERS} o"
@@ -162,19 +157,24 @@ COMPARED_COLUMNS = (
 )
 
 
+FOUND = "baseline_found"  # temporary tables: each distinct comparison computed (per runs compared, per depth),
+COMPARED_SERIES = "baseline_compared_series"  # and the series of one chunk, with the comparisons they get
+
+
 def _compare_again(cursor: Any, partitions: Mapping[str, set[Partition]]) -> None:
     """Replace the comparisons of these series (per family) by their comparisons now.
 
     The families in FAMILY_COLUMNS' order, the whole series first: a series' label (or server)
     series whose label the whole series' latest runs all share holds those same runs, and is
-    not read again. The same runs compare alike in every family: computed once.
+    not read again. The same runs compare alike in every family and in every window that holds
+    no more of them: computed once, handed to the database once (FOUND), and copied into a row
+    per family and window there (most comparisons are stored twelve times over: three families,
+    four windows), instead of each row's twelve values sent one row at a time.
     """
-    computed: dict[tuple[int, ...], list[tuple[Any, ...]]] = {}
+    _create_staging(cursor)
+    computed: dict[tuple[int, ...], tuple[int, bool]] = {}  # runs compared -> (their number in FOUND, any found)
     whole: dict[int, list[dict[str, Any]]] = {}  # the whole series' latest runs, by series key
-    insert = (
-        f"INSERT INTO {COMPARED} ({', '.join(_q(c) for c in COMPARED_COLUMNS)})"
-        f" VALUES ({', '.join(['%s'] * len(COMPARED_COLUMNS))})"
-    )
+    found_rows: list[tuple[Any, ...]] = []
     for family, found in partitions.items():
         field = {"label": "label", "server": "server_pk"}.get(family)
         for chunk in _chunks(sorted(found), PARTITIONS_PER_QUERY):
@@ -183,14 +183,53 @@ def _compare_again(cursor: Any, partitions: Mapping[str, set[Partition]]) -> Non
             read = _latest_runs(cursor, family, [p for p in chunk if p not in known])
             if field is None:
                 whole.update((p[0], runs) for p, runs in read.items())
-            rows = []
+            series_rows = []
             for partition, runs in (*read.items(), *known.items()):
                 ids = tuple(r["id"] for r in runs)
                 if ids not in computed:
-                    computed[ids] = list(_comparisons(runs))
-                rows += [(family, *partition, *compared) for compared in computed[ids]]
-            if rows:
-                cursor.executemany(insert, rows)
+                    number = len(computed)
+                    rows = [(number, *row) for row in _comparisons(runs)]
+                    computed[ids] = (number, bool(rows))
+                    found_rows += rows
+                number, any_found = computed[ids]
+                if any_found:
+                    series_rows.append((family, *partition, number, len(runs) - 1))
+            if series_rows:
+                _store(cursor, found_rows, series_rows)
+                found_rows = []
+    cursor.execute(f"DELETE FROM {FOUND}")
+
+
+def _create_staging(cursor: Any) -> None:
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE IF NOT EXISTS {FOUND} (found BIGINT, depth INTEGER, metric VARCHAR(16),"
+        f" latest_run_id BIGINT, latest DOUBLE PRECISION, baseline DOUBLE PRECISION, change DOUBLE PRECISION,"
+        f" spread DOUBLE PRECISION, history INTEGER)"
+    )
+    cursor.execute(f"CREATE INDEX IF NOT EXISTS {FOUND}_idx ON {FOUND} (found, depth)")
+    cursor.execute(
+        f"CREATE TEMPORARY TABLE IF NOT EXISTS {COMPARED_SERIES} (family VARCHAR(8), series_key BIGINT,"
+        f" label VARCHAR(200), server_pk INTEGER, found BIGINT, earlier INTEGER)"
+    )
+    cursor.execute(f"DELETE FROM {FOUND}")
+    cursor.execute(f"DELETE FROM {COMPARED_SERIES}")
+
+
+def _store(cursor: Any, found_rows: list[tuple[Any, ...]], series_rows: list[tuple[Any, ...]]) -> None:
+    """Stage the comparisons computed since the last call and a chunk's series, then store each series'
+    comparisons for each window: those of its runs at depth min(window, its earlier runs)."""
+    if found_rows:
+        cursor.executemany(f"INSERT INTO {FOUND} VALUES ({', '.join(['%s'] * 9)})", found_rows)
+    cursor.executemany(f"INSERT INTO {COMPARED_SERIES} VALUES ({', '.join(['%s'] * 6)})", series_rows)
+    windows = " UNION ALL ".join(f"SELECT {w} AS window_size" for w in WINDOWS)
+    values = ", ".join(f"f.{c}" for c in COMPARED_COLUMNS[5:])
+    cursor.execute(
+        f"INSERT INTO {COMPARED} ({', '.join(_q(c) for c in COMPARED_COLUMNS)})"
+        f" SELECT s.family, s.series_key, s.label, s.server_pk, w.window_size, {values}"
+        f" FROM {COMPARED_SERIES} s CROSS JOIN ({windows}) w JOIN {FOUND} f ON f.found = s.found"
+        f" AND f.depth = CASE WHEN w.window_size < s.earlier THEN w.window_size ELSE s.earlier END"
+    )
+    cursor.execute(f"DELETE FROM {COMPARED_SERIES}")
 
 
 def _all_in(runs: list[dict[str, Any]] | None, field: str, partition: Partition) -> bool:
@@ -243,19 +282,17 @@ def _latest_runs(cursor: Any, family: str, chunk: Sequence[Partition]) -> dict[P
 
 
 def _comparisons(runs: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, ...]]:
-    """(window, metric, latest run, latest, baseline, change, spread, history) where the latest run is worse."""
+    """(depth, metric, latest run, latest, baseline, change, spread, history) where the latest run is worse
+    than its `depth` earlier runs, for each depth a window of WINDOWS reaches (a wider window that holds
+    no more runs answers alike: the window of w compares with depth min(w, earlier runs))."""
     latest = runs[0]
-    by_depth: dict[int, list[tuple[Any, ...]]] = {}  # a wider window that holds no more runs answers alike
-    for window in WINDOWS:
-        earlier = runs[1 : window + 1]
-        if len(earlier) not in by_depth:
-            found = by_depth[len(earlier)] = []
-            for metric in METRICS:
-                past = [r[metric.column] for r in earlier if r[metric.column] is not None]
-                compared = figures.baseline_comparison(latest[metric.column], past, metric)
-                if compared is not None:
-                    found.append((metric.key, latest["id"], latest[metric.column], *compared))
-        yield from ((window, *row) for row in by_depth[len(earlier)])
+    for depth in sorted({min(window, len(runs) - 1) for window in WINDOWS}):
+        earlier = runs[1 : depth + 1]
+        for metric in METRICS:
+            past = [r[metric.column] for r in earlier if r[metric.column] is not None]
+            compared = figures.baseline_comparison(latest[metric.column], past, metric)
+            if compared is not None:
+                yield (depth, metric.key, latest["id"], latest[metric.column], *compared)
 
 
 # --- reading: the regressions page ---------------------------------------------------------------

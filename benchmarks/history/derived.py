@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 
 from django.db import connection, transaction
@@ -27,6 +28,7 @@ from django.db.models import Min, Sum
 
 from ..models import DerivedBacklog
 from . import baselines, rollups
+from .changed_runs import ChangedRuns
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +46,40 @@ def _serialized() -> None:
 def runs_changed(run_ids: Iterable[int], were: Sequence[rollups.Position] = ()) -> None:
     """Bring the derived tables up to date for these runs: new, changed or deleted (set-based). `were`:
     where changed or deleted runs were counted before (rollups.position, taken before the change)."""
-    ids = list(run_ids)
-    if not ids:
+    changed = ChangedRuns.of(run_ids)
+    if not len(changed):
         return
     with transaction.atomic():
         _serialized()
-        _count(ids, were)
+        _count(changed, were)
 
 
-def _count(ids: list[int], were: Sequence[rollups.Position]) -> None:
+def _count(changed: ChangedRuns, were: Sequence[rollups.Position]) -> None:
     """Recount what these runs change in every derived table; under _serialized's lock."""
-    baselines.runs_changed(ids)
-    rollups.runs_changed(ids, were)  # the timeline's buckets
+    with _page_cache(len(changed)):
+        baselines.runs_changed(changed)
+        rollups.runs_changed(changed, were)  # the timeline's buckets
+
+
+CACHE_KIB = 64 << 10  # SQLite's page cache while a large change is counted (its default: 2 MiB)
+
+
+@contextmanager
+def _page_cache(n_runs: int) -> Iterator[None]:
+    """On SQLite, a larger page cache while a large change is counted, then the connection's own again:
+    the rows a catch-up writes land all over the derived tables' indexes, and a page evicted half-way
+    is written and read again (a 200,000-run catch-up: 16.5 against 14 s)."""
+    if connection.vendor != "sqlite" or n_runs <= INLINE_UP_TO:
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA cache_size")
+        (before,) = cursor.fetchone()
+        cursor.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
+        try:
+            yield
+        finally:
+            cursor.execute(f"PRAGMA cache_size = {int(before)}")
 
 
 def runs_added(new_ids: Sequence[int], other_ids: Sequence[int], were: Sequence[rollups.Position] = ()) -> bool:
@@ -115,10 +139,8 @@ def catch_up() -> int:
             entry = DerivedBacklog.objects.order_by("pk").first()
             if entry is None:
                 return counted
-            new: Iterable[int] = ()
-            if entry.first_run_id is not None and entry.last_run_id is not None:
-                new = range(entry.first_run_id, entry.last_run_id + 1)
-            _count([*new, *entry.run_ids], [tuple(p) for p in entry.were])
+            changed = ChangedRuns.joined(entry.first_run_id, entry.last_run_id, entry.run_ids)
+            _count(changed, [tuple(p) for p in entry.were])
             entry.delete()
             counted += entry.n_runs
 

@@ -18,12 +18,13 @@ from django.db import connection
 
 from ..models import Run
 from ..models.rollups import HOUR, KEY_FIELDS, ROLLED_COLUMNS, SPANS, WEEK, WEEK_STARTS, TimelineBucket, bucket_start
+from .changed_runs import ChangedRuns
 
 Position = tuple[Any, ...]  # a run's bucket key (KEY_FIELDS' values) and its start hour (Unix seconds)
 
 RUN_TABLE = "benchmarks_run"
-CHANGED = "timeline_changed_runs"  # temporary tables: the ids runs_changed was given,
-CHANGED_HOURS = "timeline_changed_hours"  # and the (key, hour) of each
+WERE = "timeline_changed_were"  # temporary tables: where changed runs were counted before (runs_changed's `were`),
+AFFECTED = "timeline_affected"  # and the buckets of every span to recount (a_span, a_<key>..., a_start)
 
 
 def _q(name: str) -> str:
@@ -62,20 +63,18 @@ def _keys() -> str:
     return ", ".join(_q(k) for k in KEY_FIELDS)
 
 
-def _affected(span: int) -> str:
-    """SQL: the (key, bucket start) of each span-long bucket a changed run falls in, as a_<key>, a_start
-    (from the changed runs' hours, staged by runs_changed)."""
-    keys = ", ".join(f"a_{k}" for k in KEY_FIELDS)
-    if span == HOUR:
-        return f"SELECT DISTINCT {keys}, a_start FROM {CHANGED_HOURS}"
-    return f"SELECT DISTINCT {keys}, {_bucket('a_start', span)} AS a_start FROM {CHANGED_HOURS}"
-
-
 def _in_affected(span: int, start_low: str, start_high: str) -> str:
-    """SQL: a JOIN of the rows in the affected buckets: an index seek per bucket (run_label_idx, the
-    buckets' unique index), never a scan of every run or every hour of the changed runs' time."""
-    same = " AND ".join(f"{_q(k)} = a_{k}" for k in KEY_FIELDS)
-    return f"JOIN ({_affected(span)}) a ON {same} AND {start_low} AND {start_high}"
+    """SQL: a JOIN of the rows in the affected span-long buckets: an index seek per bucket (run_label_idx,
+    the buckets' unique index), never a scan of every run or every hour of the changed runs' time."""
+    same = " AND ".join(f"{_q(k)} = a.a_{k}" for k in KEY_FIELDS)
+    return f"JOIN {AFFECTED} a ON a.a_span = {span} AND {same} AND {start_low} AND {start_high}"
+
+
+def _by_label() -> str:
+    """SQL: on SQLite, read the runs of a bucket down run_label_idx (label, started_at). Without
+    statistics its planner may take run_engine_idx or run_tool_idx instead, whose one value ("" or
+    "llama.cpp") holds every run of the hour: 23 rows read for each run recounted, at 200,000 runs."""
+    return "INDEXED BY run_label_idx" if connection.vendor == "sqlite" else ""
 
 
 def _hours_from_runs(recount: bool) -> str:
@@ -84,16 +83,13 @@ def _hours_from_runs(recount: bool) -> str:
     values = ", ".join(_q(c) for c in ROLLED_COLUMNS if c != "success_rate")
     failed = f"({_q('n_requests')} > 0 AND {_q('n_ok')} = 0)"
     started = _q("started_at")
-    join = (
-        _in_affected(HOUR, f"{started} >= {_timestamp('a_start')}", f"{started} < {_timestamp(f'a_start + {HOUR}')}")
-        if recount
-        else ""
-    )
+    hour_end = _timestamp(f"a.a_start + {HOUR}")
+    join = _in_affected(HOUR, f"{started} >= {_timestamp('a.a_start')}", f"{started} < {hour_end}") if recount else ""
     runs = (
         f"SELECT {keys}, {values}, {_bucket(_seconds(), HOUR)} AS hour_start,"
         f" CASE WHEN {failed} THEN 1 ELSE 0 END AS is_failed,"
         f" CAST({_q('n_ok')} AS DOUBLE PRECISION) / NULLIF({_q('n_requests')}, 0) AS success_rate"
-        f" FROM {RUN_TABLE} {join} WHERE {started} IS NOT NULL"
+        f" FROM {RUN_TABLE} {_by_label() if recount else ''} {join} WHERE {started} IS NOT NULL"
     )
     aggregates = []
     for column in ROLLED_COLUMNS:
@@ -119,7 +115,7 @@ def _span_from_finer(span: int, recount: bool) -> str:
     table = _q(TimelineBucket._meta.db_table)
     start = _q("start")
     if recount:
-        bucket, join = "a_start", _in_affected(span, f"{start} >= a_start", f"{start} < a_start + {span}")
+        bucket, join = "a.a_start", _in_affected(span, f"{start} >= a.a_start", f"{start} < a.a_start + {span}")
     else:
         bucket, join = _bucket(start, span), ""
     return (
@@ -145,48 +141,55 @@ def position(run: Run) -> Position | None:
     return (*(getattr(run, k) for k in KEY_FIELDS), bucket_start(int(run.started_at.timestamp()), HOUR))
 
 
-def runs_changed(run_ids: Iterable[int], were: Sequence[Position] = ()) -> None:
+def runs_changed(run_ids: Iterable[int] | ChangedRuns, were: Sequence[Position] = ()) -> None:
     """Recount the buckets (every span) that the given runs fall in now, and those at the positions they
     were counted at before (`were`); inside the caller's transaction.
 
-    The ids go to a temporary table first, so that each span costs one DELETE and one INSERT whatever
-    their number; each reads the rows of the buckets the runs fall in, through an index.
+    The buckets to recount go to a temporary table first, each span's from the next finer span's, so
+    that each span costs one DELETE and one INSERT whatever their number; each reads the rows of the
+    buckets the runs fall in, through an index.
     """
-    ids = sorted(set(run_ids))
-    if not ids and not were:
+    changed = run_ids if isinstance(run_ids, ChangedRuns) else ChangedRuns.of(run_ids)
+    if not len(changed) and not were:
         return
-    table = _q(TimelineBucket._meta.db_table)
-    keys, start = _keys(), _q("start")
+    table, start = _q(TimelineBucket._meta.db_table), _q("start")
+    same = " AND ".join(f"b.{_q(k)} = a.a_{k}" for k in KEY_FIELDS)
     with connection.cursor() as cursor:
-        _stage(cursor, ids, were)
-        for span in SPANS:
-            cursor.execute(
-                f"DELETE FROM {table} WHERE {_q('span_s')} = {span} AND ({keys}, {start}) IN"
-                f" (SELECT {', '.join(f'a_{k}' for k in KEY_FIELDS)}, a_start FROM ({_affected(span)}) a)",
+        _stage(cursor, changed, were)
+        for finer, span in zip((None, *SPANS), SPANS, strict=False):
+            if finer is not None:  # a span's buckets hold whole buckets of the next finer span
+                keys = ", ".join(f"a_{k}" for k in KEY_FIELDS)
+                cursor.execute(
+                    f"INSERT INTO {AFFECTED} SELECT DISTINCT {span}, {keys}, {_bucket('a_start', span)}"
+                    f" FROM {AFFECTED} WHERE a_span = {finer}",
+                    [],
+                )
+            cursor.execute(  # each bucket found down its unique index
+                f"DELETE FROM {table} WHERE {_q('id')} IN (SELECT b.{_q('id')} FROM {AFFECTED} a JOIN {table} b"
+                f" ON b.{_q('span_s')} = {span} AND {same} AND b.{start} = a.a_start WHERE a.a_span = {span})",
                 [],
             )
             cursor.execute(_hours_from_runs(recount=True) if span == HOUR else _span_from_finer(span, recount=True), [])
-        cursor.execute(f"DELETE FROM {CHANGED}", [])
-        cursor.execute(f"DELETE FROM {CHANGED_HOURS}", [])
+        cursor.execute(f"DELETE FROM {AFFECTED}", [])
 
 
-def _stage(cursor: Any, ids: list[int], were: Sequence[Position]) -> None:
-    """The changed run ids, then the (key, hour) of each, now and before, into this connection's temporary tables."""
+def _stage(cursor: Any, changed: ChangedRuns, were: Sequence[Position]) -> None:
+    """The (key, hour) of each changed run, now and before, into this connection's temporary table AFFECTED."""
     keys = ", ".join(f"a_{k} VARCHAR(200)" for k in KEY_FIELDS)
-    cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {CHANGED} (id BIGINT PRIMARY KEY)", [])
-    cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {CHANGED_HOURS} ({keys}, a_start BIGINT)", [])
-    cursor.execute(f"DELETE FROM {CHANGED}", [])
-    cursor.execute(f"DELETE FROM {CHANGED_HOURS}", [])
-    if connection.vendor == "postgresql":
-        cursor.execute(f"INSERT INTO {CHANGED} SELECT unnest(%s::bigint[])", [ids])
-    else:
-        cursor.executemany(f"INSERT INTO {CHANGED} VALUES (%s)", [(i,) for i in ids])
+    cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {WERE} ({keys}, a_start BIGINT)", [])
+    cursor.execute(f"CREATE TEMPORARY TABLE IF NOT EXISTS {AFFECTED} (a_span INTEGER, {keys}, a_start BIGINT)", [])
+    cursor.execute(f"DELETE FROM {AFFECTED}", [])
     selected = ", ".join(_q(k) for k in KEY_FIELDS)
-    cursor.execute(
-        f"INSERT INTO {CHANGED_HOURS} SELECT DISTINCT {selected}, {_bucket(_seconds(), HOUR)} FROM {RUN_TABLE}"
-        f" WHERE {_q('id')} IN (SELECT id FROM {CHANGED}) AND {_q('started_at')} IS NOT NULL",
-        [],
+    in_changed, params = changed.where(_q("id"))
+    hours = (
+        f"SELECT DISTINCT {HOUR}, {selected}, {_bucket(_seconds(), HOUR)} FROM {RUN_TABLE}"
+        f" WHERE {in_changed} AND {_q('started_at')} IS NOT NULL"
     )
-    if were:
+    if were:  # UNION: each bucket once, or the recount would count its runs twice
+        cursor.execute(f"DELETE FROM {WERE}", [])
         marks = ", ".join(["%s"] * (len(KEY_FIELDS) + 1))
-        cursor.executemany(f"INSERT INTO {CHANGED_HOURS} VALUES ({marks})", list(set(map(tuple, were))))
+        cursor.executemany(f"INSERT INTO {WERE} VALUES ({marks})", list(set(map(tuple, were))))
+        a_keys = ", ".join(f"a_{k}" for k in KEY_FIELDS)
+        cursor.execute(f"INSERT INTO {AFFECTED} {hours} UNION SELECT {HOUR}, {a_keys}, a_start FROM {WERE}", params)
+    else:
+        cursor.execute(f"INSERT INTO {AFFECTED} {hours}", params)
