@@ -45,8 +45,10 @@ def server_edit(request: HtmxHttpRequest, pk: int | None = None) -> HttpResponse
     if request.method == "POST":
         if not form.is_valid():
             return render(request, "benchmarks/server_form.html", {"form": form, "server": server}, status=400)
-        server = form.save()
-        _probe(server)
+        server = form.save(commit=False)
+        _probe(server)  # before the one save: a probe that fails leaves no half-registered server
+        server.save()
+        form.save_m2m()
         messages.success(request, f"Saved {server.name}.")
         return redirect("server-detail", pk=server.pk)
     return render(request, "benchmarks/server_form.html", {"form": form, "server": server})
@@ -66,16 +68,17 @@ def server_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def server_probe(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     server = get_object_or_404(Server, pk=pk)
     _probe(server)
+    server.save(update_fields=["last_probe", "last_probed_at"])
     return redirect("server-detail", pk=server.pk)
 
 
 def _probe(server: Server) -> None:
+    """Ask the server about itself: its last_probe, with what kvlab refused of its answers and why; unsaved."""
     try:
         result = probe(resolve_target(server.base_url), server.api_key)
     except TargetRefused as exc:
         result = {"reachable": False, "error": str(exc)}
     server.last_probe, server.last_probed_at = result, timezone.now()
-    server.save(update_fields=["last_probe", "last_probed_at"])
 
 
 # The job form's files stop at their limit while they stream in (kvlab.uploads), not once written whole.

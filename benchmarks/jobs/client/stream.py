@@ -26,7 +26,6 @@ shape, a response over the size cap.
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import time
 from dataclasses import dataclass, field
@@ -35,6 +34,8 @@ from typing import Any
 import aiohttp
 import aiohttp.http_exceptions
 from aiohttp.abc import AbstractResolver, ResolveResult
+
+from kvlab import bounded_parse
 
 from ...history.errors import DISCONNECT, EXCEED_CONTEXT_SIZE, OTHER, TIMEOUT, classify_error
 from ...history.records import MAX_ERROR_CHARS, MAX_INT, MAX_ITL_VALUES, MAX_TOK_S, storable_text
@@ -227,13 +228,16 @@ def split_gaps(events: list[tuple[float, int]]) -> list[float] | None:
 async def _read_error(response: aiohttp.ClientResponse, outcome: Outcome) -> None:
     raw = await response.content.read(MAX_ERROR_BODY)
     text = raw.decode("utf-8", errors="replace")
+    refused = ""
     try:
-        error = json.loads(text).get("error", {})
+        error = bounded_parse.loads(text, fallback=True).get("error", {})
+    except bounded_parse.Refused as exc:
+        error, refused = {}, f"HTTP {response.status}: the error body is refused: {exc}"
     except (ValueError, AttributeError):
         error = {}
     if not isinstance(error, dict):
         error = {"message": str(error)}
-    message = str(error.get("message") or text.strip()[:500] or f"HTTP {response.status}")
+    message = str(error.get("message") or refused or text.strip()[:500] or f"HTTP {response.status}")
     outcome.error = message
     outcome.error_type = classify_error(response.status, message, error.get("type"))
     if outcome.error_type == EXCEED_CONTEXT_SIZE:
@@ -265,7 +269,11 @@ async def _read_stream(
         if data == b"[DONE]":
             break
         try:
-            event = json.loads(data)
+            event = bounded_parse.loads(data, fallback=True)
+        except bounded_parse.Refused as exc:
+            outcome.error_type = OTHER
+            outcome.error = f"a stream event is refused: {exc}"
+            return
         except ValueError:
             outcome.error_type = OTHER
             outcome.error = f"a stream event is not JSON: {data[:80]!r}"
