@@ -10,10 +10,11 @@ sampling and the distribution take bytes or numbers and return values.
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Sequence
 from typing import Any
+
+from kvlab import bounded_parse
 
 from ..history.metrics import at_rank
 
@@ -63,9 +64,11 @@ def _read_line(line: bytes) -> tuple[str | None, str]:
     if len(line) > MAX_LINE_BYTES:
         return None, f"longer than {MAX_LINE_BYTES // 1024} KiB"
     try:
-        item: Any = json.loads(line.decode("utf-8"))
+        item: Any = bounded_parse.python_loads(line.decode("utf-8"))
     except UnicodeDecodeError:
         return None, "not UTF-8"
+    except bounded_parse.Refused as exc:
+        return None, str(exc)
     except ValueError:
         return None, "not valid JSON"
     if not isinstance(item, dict):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from django import forms
 
+from kvlab import bounded_parse
 from sizing.cmdline import parse_command
 
 from ..models import Server
@@ -331,7 +331,9 @@ def parse_prompt_file(raw: bytes) -> list[str]:
             continue
         if line.lstrip().startswith("{"):
             try:
-                item = json.loads(line)
+                item = bounded_parse.python_loads(line)
+            except bounded_parse.Refused as exc:
+                raise forms.ValidationError(f"Line {number} of the prompt file is refused: {exc}.") from None
             except ValueError:
                 raise forms.ValidationError(f"Line {number} of the prompt file is not valid JSON.") from None
             if not isinstance(item, dict) or not isinstance(item.get("prompt"), str):

@@ -129,3 +129,29 @@ def test_the_upload_page_shows_why_the_alias_bomb_was_refused(user_client) -> No
     assert response.status_code == 422
     assert "a YAML alias (*a0) at line 6" in response.content.decode()
     assert FileImport.objects.get().status == FileImport.Status.REJECTED and not Run.objects.exists()
+
+
+# -- the job form's prompt files are outside JSON too ------------------------------------------
+
+DEEP_PROMPT_LINE = b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "field", "message"),
+    [
+        ("file", "prompt_file", "Line 2 of the prompt file is refused: nested more than 64 levels deep"),
+        ("dataset", "dataset_file", "line 2: nested more than 64 levels deep"),
+    ],
+)
+def test_a_prompt_file_line_nested_too_deep_is_refused_naming_it(user_client, source, field, message) -> None:  # type: ignore[no-untyped-def]
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from benchmarks.models import Job, Server
+
+    server = Server.objects.create(name="local", base_url="http://127.0.0.1:9")
+    upload = SimpleUploadedFile("prompts.jsonl", b'{"prompt": "hello"}\n' + DEEP_PROMPT_LINE)
+    form = {"server": server.pk, "prompt_source": source, field: upload, "n_predict": 4, "concurrency": 1}
+    form |= {"requests": 1, "repeats": 1, "timeout_s": 5}
+    response = user_client.post(reverse("job-new"), form)
+    assert response.status_code == 400 and message in response.content.decode()
+    assert not Job.objects.exists()
