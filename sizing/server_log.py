@@ -403,9 +403,9 @@ def _gguf_value(kind: str, raw: str) -> Any:
     if kind == "bool":
         return raw == "true"
     if kind.startswith("arr["):
-        import json
+        from kvlab import bounded_parse
 
-        return json.loads(raw)
+        return bounded_parse.python_loads(raw)  # Refused (a ValueError) past the outside-JSON bounds
     try:
         return int(raw) if kind[0] in "ui" else float(raw)
     except ValueError:

@@ -74,7 +74,16 @@ STATS = (("mean", "avg"), ("median", "p50"), ("std", "std"), ("min", "min"), ("m
 PERCENTILES = ("p50", "p90", "p95", "p99")
 MAX_TEXT_CHARS = 2000  # longer strings in extra (generated text, long error bodies) are cut
 
-_METRIC_HEADER = re.compile(r"^(?P<name>.*?)\s*\((?P<unit>[^()]*)\)$")
+
+def _metric_header(cell: str) -> tuple[str, str] | None:
+    """'Name (unit)' as (name, unit), else None: the last '(' opens the unit, found without a regex
+    (a lazy name before optional spaces retried every split: quadratic on a long cell)."""
+    cell = cell.removesuffix("\n")  # as '$' ends a line before its last newline
+    start = cell.rfind("(")
+    name = cell[:start].rstrip()
+    if not cell.endswith(")") or start < 0 or ")" in cell[start + 1 : -1] or "\n" in name:
+        return None
+    return name, cell[start + 1 : -1]
 
 
 # -- sniffing -------------------------------------------------------------------------------
@@ -382,8 +391,7 @@ def _summary_from_csv(data: bytes, where: str, declared: Declared, inputs_model:
             if record.get("GPU_Name") and gpu not in gpus:
                 gpus.append(gpu)
             continue
-        match = _METRIC_HEADER.match(row[0])
-        name, unit = (match["name"], match["unit"]) if match else (row[0], "requests")
+        name, unit = _metric_header(row[0]) or (row[0], "requests")
         metric: dict[str, Any] = {"unit": unit}
         if header[1:] == ["Value"]:
             metric["avg"] = _number(row[1] if len(row) > 1 else None, f"{where}: line {number} ({row[0]})")
