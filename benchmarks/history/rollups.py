@@ -25,6 +25,9 @@ Position = tuple[Any, ...]  # a run's bucket key (KEY_FIELDS' values) and its st
 RUN_TABLE = "benchmarks_run"
 WERE = "timeline_changed_were"  # temporary tables: where changed runs were counted before (runs_changed's `were`),
 AFFECTED = "timeline_affected"  # and the buckets of every span to recount (a_span, a_<key>..., a_start)
+# A change of this many runs or more that holds half the dated runs or more recounts every bucket: the
+# runs read in one pass instead of each bucket's down an index (200,000 new runs: 5.0 against 6.9 s).
+RECOUNT_ALL_FROM = 10_000
 
 
 def _q(name: str) -> str:
@@ -77,29 +80,42 @@ def _by_label() -> str:
     return "INDEXED BY run_label_idx" if connection.vendor == "sqlite" else ""
 
 
-def _hours_from_runs(recount: bool) -> str:
-    """SQL: INSERT the hour buckets of every dated run, or (recount) of the changed runs' hours."""
+def _hours_from_runs(changed: ChangedRuns | None) -> tuple[str, list[Any]]:
+    """SQL and its parameters: INSERT the hour buckets of every dated run, or of the changed runs' hours
+    (staged in AFFECTED): the changed runs, read by id, and the other runs of those hours, each hour's
+    found down run_label_idx (whose id tells a changed run apart without reading its row)."""
     keys = _keys()
     values = ", ".join(_q(c) for c in ROLLED_COLUMNS if c != "success_rate")
     failed = f"({_q('n_requests')} > 0 AND {_q('n_ok')} = 0)"
     started = _q("started_at")
-    hour_end = _timestamp(f"a.a_start + {HOUR}")
-    join = _in_affected(HOUR, f"{started} >= {_timestamp('a.a_start')}", f"{started} < {hour_end}") if recount else ""
-    runs = (
+    selected = (
         f"SELECT {keys}, {values}, {_bucket(_seconds(), HOUR)} AS hour_start,"
         f" CASE WHEN {failed} THEN 1 ELSE 0 END AS is_failed,"
         f" CAST({_q('n_ok')} AS DOUBLE PRECISION) / NULLIF({_q('n_requests')}, 0) AS success_rate"
-        f" FROM {RUN_TABLE} {_by_label() if recount else ''} {join} WHERE {started} IS NOT NULL"
     )
+    params: list[Any] = []
+    if changed is None:
+        runs = f"{selected} FROM {RUN_TABLE} WHERE {started} IS NOT NULL"
+    else:
+        in_changed, params = changed.where(_q("id"))
+        hour_end = _timestamp(f"a.a_start + {HOUR}")
+        join = _in_affected(HOUR, f"{started} >= {_timestamp('a.a_start')}", f"{started} < {hour_end}")
+        runs = (
+            f"{selected} FROM {RUN_TABLE} WHERE {started} IS NOT NULL AND {in_changed}"
+            f" UNION ALL {selected} FROM {RUN_TABLE} {_by_label()} {join}"
+            f" WHERE {started} IS NOT NULL AND NOT {in_changed}"
+        )
+        params = params * 2
     aggregates = []
     for column in ROLLED_COLUMNS:
         value = f"CASE WHEN is_failed = 0 THEN r.{_q(column)} END"
         aggregates += [f"MIN({value})", f"MAX({value})", f"COUNT({value})"]
-    return (
+    sql = (
         f"INSERT INTO {_q(TimelineBucket._meta.db_table)} ({', '.join(_q(c) for c in _columns())}) "
         f"SELECT {HOUR}, hour_start, {keys}, COUNT(*), SUM(is_failed), {', '.join(aggregates)} "
         f"FROM ({runs}) r GROUP BY hour_start, {keys}"
     )
+    return sql, params
 
 
 def _span_from_finer(span: int, recount: bool) -> str:
@@ -129,7 +145,7 @@ def rebuild_all() -> None:
     """Recount every bucket from the runs table: one pass over the runs, then over each span's buckets in turn."""
     with connection.cursor() as cursor:
         cursor.execute(f"DELETE FROM {_q(TimelineBucket._meta.db_table)}", [])
-        cursor.execute(_hours_from_runs(recount=False), [])
+        cursor.execute(*_hours_from_runs(None))
         for span in SPANS[1:]:
             cursor.execute(_span_from_finer(span, recount=False), [])
 
@@ -152,12 +168,16 @@ def runs_changed(run_ids: Iterable[int] | ChangedRuns, were: Sequence[Position] 
     changed = run_ids if isinstance(run_ids, ChangedRuns) else ChangedRuns.of(run_ids)
     if not len(changed) and not were:
         return
+    if len(changed) >= RECOUNT_ALL_FROM and 2 * len(changed) >= Run.objects.filter(started_at__isnull=False).count():
+        rebuild_all()  # most runs changed (an import into a young history): a scan beats a seek per bucket
+        return
     table, start = _q(TimelineBucket._meta.db_table), _q("start")
     same = " AND ".join(f"b.{_q(k)} = a.a_{k}" for k in KEY_FIELDS)
     with connection.cursor() as cursor:
         _stage(cursor, changed, were)
-        for finer, span in zip((None, *SPANS), SPANS, strict=False):
-            if finer is not None:  # a span's buckets hold whole buckets of the next finer span
+        for i, span in enumerate(SPANS):
+            if i:  # a span's buckets hold whole buckets of the next finer span
+                finer = SPANS[i - 1]
                 keys = ", ".join(f"a_{k}" for k in KEY_FIELDS)
                 cursor.execute(
                     f"INSERT INTO {AFFECTED} SELECT DISTINCT {span}, {keys}, {_bucket('a_start', span)}"
@@ -169,7 +189,10 @@ def runs_changed(run_ids: Iterable[int] | ChangedRuns, were: Sequence[Position] 
                 f" ON b.{_q('span_s')} = {span} AND {same} AND b.{start} = a.a_start WHERE a.a_span = {span})",
                 [],
             )
-            cursor.execute(_hours_from_runs(recount=True) if span == HOUR else _span_from_finer(span, recount=True), [])
+            if span == HOUR:
+                cursor.execute(*_hours_from_runs(changed))
+            else:
+                cursor.execute(_span_from_finer(span, recount=True), [])
         cursor.execute(f"DELETE FROM {AFFECTED}", [])
 
 
