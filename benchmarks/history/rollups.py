@@ -83,7 +83,8 @@ def _by_label() -> str:
 def _hours_from_runs(changed: ChangedRuns | None) -> tuple[str, list[Any]]:
     """SQL and its parameters: INSERT the hour buckets of every dated run, or of the changed runs' hours
     (staged in AFFECTED): the changed runs, read by id, and the other runs of those hours, each hour's
-    found down run_label_idx (whose id tells a changed run apart without reading its row)."""
+    found down run_label_idx (whose id tells a changed run apart without reading its row). A start SQLite
+    cannot count in seconds (strftime gives NULL for 9999-12-31 23:59:59.999999) is in no bucket."""
     keys = _keys()
     values = ", ".join(_q(c) for c in ROLLED_COLUMNS if c != "success_rate")
     failed = f"({_q('n_requests')} > 0 AND {_q('n_ok')} = 0)"
@@ -113,7 +114,7 @@ def _hours_from_runs(changed: ChangedRuns | None) -> tuple[str, list[Any]]:
     sql = (
         f"INSERT INTO {_q(TimelineBucket._meta.db_table)} ({', '.join(_q(c) for c in _columns())}) "
         f"SELECT {HOUR}, hour_start, {keys}, COUNT(*), SUM(is_failed), {', '.join(aggregates)} "
-        f"FROM ({runs}) r GROUP BY hour_start, {keys}"
+        f"FROM ({runs}) r WHERE hour_start IS NOT NULL GROUP BY hour_start, {keys}"
     )
     return sql, params
 

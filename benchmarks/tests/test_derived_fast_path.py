@@ -189,6 +189,16 @@ def test_sqlite_gets_a_larger_page_cache_while_a_large_change_is_counted_then_it
     assert f"PRAGMA cache_size = -{derived.CACHE_KIB}" in [q["sql"] for q in queries]
 
 
+def test_a_run_at_the_end_of_the_calendar_is_in_no_bucket_however_it_is_counted(import_bytes, monkeypatch):
+    """SQLite's strftime gives no seconds for 9999-12-31 23:59:59.999999: a rebuild stopped on a NULL start."""
+    monkeypatch.setattr(rollups, "RECOUNT_ALL_FROM", 10**9)
+    import_bytes(jsonl(flat(run="late", ts="9999-12-31T23:59:59.999999Z"), flat(run="on-time")))
+    counted = stored()
+    derived.rebuild_all()
+    assert stored() == counted and {key[-1] for key in counted} != set()
+    assert sum(row["runs"] for key, row in counted.items() if key[0] == 3600) == 1 + (connection.vendor != "sqlite")
+
+
 # --- the changed runs as a range and the ids outside it ---------------------------------------------
 
 
