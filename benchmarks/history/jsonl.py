@@ -113,16 +113,23 @@ def decode_line(raw: bytes) -> dict[str, Any]:
     """
     try:
         value = orjson.loads(raw)
-        if (
-            type(value) is dict
-            and (b"\\" not in raw or b"\\u" not in raw)  # a one-byte search first: most lines escape nothing
-            and _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO)
-            and orjson.dumps(value).count(b":") == raw.count(b":")
-        ):
-            # Without \\u escapes every ':' of a line ends a key or sits verbatim in a
-            # string, and orjson writes both back alike; a duplicate key that orjson
-            # dropped leaves the line with more ':' than the re-serialized object.
-            return value
+        if type(value) is dict:
+            written = orjson.dumps(value)
+            if written == raw:
+                # The line is exactly what orjson writes for the object (kvlab's own export): no
+                # duplicate key (orjson would have dropped one), no integer read as a float (it
+                # would be written back with a '.' or an 'e'), no escape but those orjson writes,
+                # which both parsers read alike.
+                return value
+            if (
+                (b"\\" not in raw or b"\\u" not in raw)  # a one-byte search first: most lines escape nothing
+                and _LONG_NUMBER not in raw.translate(_DIGITS_AS_ZERO)
+                and written.count(b":") == raw.count(b":")
+            ):
+                # Without \\u escapes every ':' of a line ends a key or sits verbatim in a
+                # string, and orjson writes both back alike; a duplicate key that orjson
+                # dropped leaves the line with more ':' than the re-serialized object.
+                return value
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         pass
     return _decode_strictly(raw)

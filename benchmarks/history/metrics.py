@@ -76,6 +76,11 @@ def summarize(
     request has none); read once, alongside, and only the ok requests' gaps are kept (8 bytes each).
     """
     rows = list(requests)
+    if len(rows) == 1:  # a file of one-request runs summarizes as many runs as it has requests
+        per_request = None if itl is None else list(itl)
+        if per_request is None or len(per_request) == 1:
+            return _one_request(rows[0], reported_wall_s, None if per_request is None else per_request[0])
+        itl = per_request  # not one per request: zip(strict=True) below says so
     gaps = array("d")
     if itl is not None:
         for row, latencies in zip(rows, itl, strict=True):
@@ -86,19 +91,38 @@ def summarize(
         empty.update(n_requests=0, n_ok=0, effective_wall_s=reported_wall_s)
         empty["effective_wall_source"] = _wall_source(reported_wall_s, None)
         return RunSummary(**empty)
-    columns = list(zip(*rows, strict=True))
-    ok_rows = [r for r in rows if r[OK]]
-    started = [t for t in columns[TS] if t is not None]
-    prompts = [n for n in columns[PROMPT_TOKENS] if n is not None]
-    predicts = [n for n in columns[N_PREDICT] if n is not None]
-    elapsed = [e for e in columns[ELAPSED_S] if e is not None]
-    rates = [r[TOK_S] for r in ok_rows if r[TOK_S] is not None]
-    outputs = [r[OUTPUT_TOKENS] for r in ok_rows]
-    ttfts = sorted(r[TTFT_S] for r in ok_rows if r[TTFT_S] is not None)
+    # One pass over the rows gathers every figure's values, in the rows' order.
+    started: list[datetime] = []
+    prompts: list[int] = []
+    predicts: list[int] = []
+    elapsed: list[float] = []
+    ok_rows: list[Sequence[Any]] = []
+    rates: list[float] = []
+    outputs: list[int | None] = []
+    ttfts: list[float] = []
+    e2es: list[float] = []
+    for row in rows:
+        if (ts := row[TS]) is not None:
+            started.append(ts)
+        if (prompt := row[PROMPT_TOKENS]) is not None:
+            prompts.append(prompt)
+        if (predict := row[N_PREDICT]) is not None:
+            predicts.append(predict)
+        if (e2e := row[ELAPSED_S]) is not None:
+            elapsed.append(e2e)
+        if row[OK]:
+            ok_rows.append(row)
+            if (rate := row[TOK_S]) is not None:
+                rates.append(rate)
+            outputs.append(row[OUTPUT_TOKENS])
+            if (ttft := row[TTFT_S]) is not None:
+                ttfts.append(ttft)
+            if e2e is not None:
+                e2es.append(e2e)
+    ttfts.sort()
+    e2es.sort()
     wall = reported_wall_s if reported_wall_s is not None else (max(elapsed) if elapsed else None)
-    output_tokens_total = sum(outputs) if ok_rows and None not in outputs else None
-    throughput = output_tokens_total / wall if output_tokens_total is not None and wall else None
-    e2es = sorted(r[ELAPSED_S] for r in ok_rows if r[ELAPSED_S] is not None)
+    output_tokens_total = sum(outputs) if ok_rows and None not in outputs else None  # type: ignore[arg-type]
     # TPOT needs a TTFT: a run whose requests report none (a lab file's) has no TPOT to compute
     tpots = (
         sorted(t for r in ok_rows if (t := tpot(r[ELAPSED_S], r[TTFT_S], r[OUTPUT_TOKENS])) is not None)
@@ -106,27 +130,63 @@ def summarize(
         else []
     )
     ordered_gaps = sorted(gaps)
+    return RunSummary(  # positional: a third of the cost of keywords
+        min(started) if started else None,  # started_at
+        len(rows),  # n_requests
+        len(ok_rows),  # n_ok
+        max(prompts) if prompts else None,  # prompt_tokens_max
+        max(predicts) if predicts else None,  # n_predict_max
+        output_tokens_total,
+        mean(rates) if rates else None,  # tok_s_mean
+        min(rates) if rates else None,  # tok_s_min
+        max(rates) if rates else None,  # tok_s_max
+        wall,  # effective_wall_s
+        _wall_source(reported_wall_s, wall),
+        output_tokens_total / wall if output_tokens_total is not None and wall else None,  # throughput_tok_s
+        nearest_rank(ttfts, 50),  # ttft_p50
+        nearest_rank(ttfts, 95),  # ttft_p95
+        nearest_rank(e2es, 95),  # e2e_p95
+        nearest_rank(e2es, 50),  # e2e_p50
+        nearest_rank(ordered_gaps, 50),  # itl_p50
+        nearest_rank(ordered_gaps, 95),  # itl_p95
+        nearest_rank(tpots, 50),  # tpot_p50
+        nearest_rank(tpots, 95),  # tpot_p95
+    )
+
+
+def _one_request(row: Sequence[Any], reported_wall_s: float | None, latencies: Sequence[float] | None) -> RunSummary:
+    """summarize() of a run of one request: the same figures (the request's own values, or their
+    computation by the same functions), without a pass over the run for each."""
+    elapsed = row[ELAPSED_S]
+    wall = reported_wall_s if reported_wall_s is not None else elapsed
+    if row[OK]:
+        n_ok, output, tok_s, ttft, e2e = 1, row[OUTPUT_TOKENS], row[TOK_S], row[TTFT_S], elapsed
+    else:  # the figures below are an ok request's
+        n_ok, output, tok_s, ttft, e2e = 0, None, None, None, None
+    output_tokens_total = None if output is None else sum((output,))
+    tpot_s = tpot(e2e, ttft, output)
+    ordered_gaps = sorted(array("d", latencies)) if latencies and n_ok else []
     return RunSummary(
-        started_at=min(started) if started else None,
-        n_requests=len(rows),
-        n_ok=len(ok_rows),
-        prompt_tokens_max=max(prompts) if prompts else None,
-        n_predict_max=max(predicts) if predicts else None,
-        output_tokens_total=output_tokens_total,
-        tok_s_mean=mean(rates) if rates else None,
-        tok_s_min=min(rates) if rates else None,
-        tok_s_max=max(rates) if rates else None,
-        effective_wall_s=wall,
-        effective_wall_source=_wall_source(reported_wall_s, wall),
-        throughput_tok_s=throughput,
-        ttft_p50=nearest_rank(ttfts, 50),
-        ttft_p95=nearest_rank(ttfts, 95),
-        e2e_p95=nearest_rank(e2es, 95),
-        e2e_p50=nearest_rank(e2es, 50),
-        itl_p50=nearest_rank(ordered_gaps, 50),
-        itl_p95=nearest_rank(ordered_gaps, 95),
-        tpot_p50=nearest_rank(tpots, 50),
-        tpot_p95=nearest_rank(tpots, 95),
+        row[TS],  # started_at
+        1,  # n_requests
+        n_ok,
+        row[PROMPT_TOKENS],  # prompt_tokens_max
+        row[N_PREDICT],  # n_predict_max
+        output_tokens_total,
+        None if tok_s is None else mean((tok_s,)),  # tok_s_mean
+        tok_s,  # tok_s_min
+        tok_s,  # tok_s_max
+        wall,  # effective_wall_s
+        _wall_source(reported_wall_s, wall),
+        output_tokens_total / wall if output_tokens_total is not None and wall else None,  # throughput_tok_s
+        ttft,  # ttft_p50
+        ttft,  # ttft_p95
+        e2e,  # e2e_p95
+        e2e,  # e2e_p50
+        nearest_rank(ordered_gaps, 50),  # itl_p50
+        nearest_rank(ordered_gaps, 95),  # itl_p95
+        tpot_s,  # tpot_p50
+        tpot_s,  # tpot_p95
     )
 
 

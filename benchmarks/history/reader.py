@@ -19,8 +19,8 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from .formats import Declared
-from .jsonl import LineError, RecordError, decode_line, excerpt_of, iter_lines
-from .records import RUN_FIELD_NAMES, Record, normalize
+from .jsonl import LineError, RecordError, excerpt_of, iter_lines
+from .records import RUN_FIELD_NAMES, LineReader, Record
 from .summaries import merge_summaries
 
 MAX_KEPT_REJECTS = 1_000  # a file's rejected lines stored with their reasons; the rest are counted
@@ -305,7 +305,7 @@ def runs_as_read(
     private SQLite file of the keys seen, so memory stays flat however many runs there are.
     """
     reader = _HashingReader(stream)
-    run_cache: dict[Any, tuple[Any, ...]] = {}
+    read_line = LineReader(require_model, RUN_CACHE_SIZE).read
     seen = sqlite3.connect("")
     seen.executescript(
         "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = FILE; PRAGMA cache_size = -2048;"
@@ -321,10 +321,8 @@ def runs_as_read(
                 counts.n_blank += 1
                 continue
             counts.n_read += 1
-            if len(run_cache) > RUN_CACHE_SIZE:
-                run_cache.clear()
             try:
-                record = normalize(decode_line(raw), run_cache, require_model)
+                record = read_line(raw)
             except RecordError:
                 raise NotInOrder from None
             counts.n_records += 1
@@ -429,7 +427,7 @@ class _Pieces:
 
 def _spill_lines(parsed: SpilledFile, stream: IO[bytes], max_line_bytes: int, require_model: bool = True) -> None:
     reader = _HashingReader(stream)
-    run_cache: dict[Any, tuple[Any, ...]] = {}
+    read_line = LineReader(require_model, RUN_CACHE_SIZE).read
     pieces = _Pieces(parsed)
     for line_no, raw, too_long in iter_lines(reader, max_line_bytes):  # type: ignore[arg-type]
         if too_long:
@@ -442,10 +440,8 @@ def _spill_lines(parsed: SpilledFile, stream: IO[bytes], max_line_bytes: int, re
             parsed.n_blank += 1
             continue
         parsed.n_read += 1
-        if len(run_cache) > RUN_CACHE_SIZE:
-            run_cache.clear()
         try:
-            record = normalize(decode_line(raw), run_cache, require_model)
+            record = read_line(raw)
         except RecordError as exc:
             parsed.rejects.add(LineError(line_no, str(exc), excerpt_of(raw)))
             continue

@@ -128,7 +128,10 @@ def with_tool_summary(
     values: dict[str, Any] = {}
     provenance: dict[str, str] = {}
     if counts_reported(summary):
-        values.update(n_requests=summary["n_requests"], n_ok=summary["n_ok"])
+        n_requests, n_ok = summary["n_requests"], summary["n_ok"]
+        same = (n_requests, n_ok) == (aggregates.n_requests, aggregates.n_ok)
+        if not (same and type(n_requests) is type(n_ok) is int):  # the rows' own counts: nothing to replace
+            values.update(n_requests=n_requests, n_ok=n_ok)
         provenance.update(n_requests="file", n_ok="file")
     if not has_every_request(aggregates, summary):
         values.update(dict.fromkeys(_FROM_ROWS))
@@ -142,7 +145,7 @@ def with_tool_summary(
         if duration is not None and aggregates.effective_wall_source != WALL_REPORTED:
             values.update(effective_wall_s=duration, effective_wall_source=WALL_REPORTED)
             provenance["effective_wall_s"] = "file"
-    return aggregates._replace(**values), provenance
+    return (aggregates._replace(**values) if values else aggregates), provenance
 
 
 def _figures(summary: dict[str, Any]) -> dict[str, Any]:
