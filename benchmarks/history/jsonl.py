@@ -108,8 +108,9 @@ def decode_line(raw: bytes) -> dict[str, Any]:
     """Decode one line into a JSON object, or raise RecordError with the reason.
 
     The common line takes orjson's fast parser, accepted only when it certainly read
-    the line as the strict parser would; anything else (\\u escapes, long integers,
-    duplicate keys, errors) takes the strict path, which also gives the precise reason.
+    the line as the strict parser would (the line is what orjson writes for the object,
+    or has no \\u escape, long integer or duplicate key); anything else takes the strict
+    path, which also gives the precise reason.
     """
     try:
         value = orjson.loads(raw)
