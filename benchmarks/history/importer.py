@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import itemgetter
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ParamSpec, TypeVar
 
 import orjson
 from django.conf import settings
@@ -40,6 +41,8 @@ from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record, storable_text
 from .summaries import merge_summaries, with_tool_summary
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 # Run model field for each canonical run field ("run_id" is the run's key; a record's
 # started_at is stored in Run.started_at, with its provenance, in place of the derived one).
@@ -118,6 +121,18 @@ class _Context:
     were: list[rollups.Position] = field(default_factory=list)  # where those that moved were counted before
 
 
+def _with_import_cache(function: Callable[P, R]) -> Callable[P, R]:
+    """Run an import with a page cache of sqlite_batches.IMPORT_CACHE_KIB on its connection."""
+
+    @functools.wraps(function)
+    def with_cache(*args: P.args, **kwargs: P.kwargs) -> R:
+        with sqlite_batches.page_cache(sqlite_batches.IMPORT_CACHE_KIB):
+            return function(*args, **kwargs)
+
+    return with_cache
+
+
+@_with_import_cache
 def import_bench_file(
     stream: IO[bytes],
     *,
@@ -281,7 +296,7 @@ def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport,
                 for seq, (_line_no, record, occurrence) in enumerate(run.records)
             ]
             statements = [
-                *_new_run_statements(_new_run_rows(batch, file_import), run_table),
+                *_new_run_statements(_new_run_columns(batch, file_import, requests), run_table),
                 *insert_requests.statements(requests),
             ]
             if builder.itl:
@@ -420,7 +435,13 @@ def _store(parsed: SpilledFile, meta: dict[str, Any], context: _Context) -> File
 def _report_changed_runs(file_import: FileImport, context: _Context) -> None:
     """The tables derived from the runs learn of the import's new runs and of the stored runs it added to
     (a large import's are counted by a worker just after the commit: history.derived.runs_added)."""
-    new = list(Run.objects.filter(first_import=file_import).values_list("pk", flat=True)) if context.n_new_runs else []
+    # Unordered: Run's default order (newest first) made SQLite walk run_started_idx over every stored run
+    # to find these, instead of reading them from the first_import index.
+    new = (
+        list(Run.objects.filter(first_import=file_import).order_by().values_list("pk", flat=True))
+        if context.n_new_runs
+        else []
+    )
     derived.runs_added(new, context.touched, context.were)
 
 
@@ -656,7 +677,7 @@ _STORED_INDEXES = tuple(_RUN_INDEX[name] for name in _STORED_RUN_FIELDS)
 _SOURCE_INDEX = _STORED_RUN_FIELDS.index("source")
 _PROVENANCE_INDEX = _STORED_RUN_FIELDS.index("provenance")
 _BLANK_INDEXES = tuple(_STORED_RUN_FIELDS.index(name) for name in BLANK_IS_NONE)
-_STARTED_AT_INDEX = len(_STORED_RUN_FIELDS) + SUMMARY_COLUMNS.index("started_at")
+_STARTED_AT_COLUMN = SUMMARY_COLUMNS.index("started_at")  # among the aggregates
 
 # The run columns an INSERT may leave out when every row of a batch holds NULL there: nullable,
 # with no database default, so the row stores the very same NULL (a lab file's runs have no
@@ -669,15 +690,13 @@ _OMISSIBLE_RUN_COLUMNS = frozenset(
 _OMISSIBLE_SET = frozenset(i for i, column in enumerate(RUN_INSERT_COLUMNS) if column in _OMISSIBLE_RUN_COLUMNS)
 
 
-def _new_run_statements(rows: list[list[Any]], run_table: str) -> list[tuple[str, list[Any]]]:
-    """The INSERTs of a batch of new runs, leaving out the omissible columns NULL in every row."""
-    columns = list(zip(*rows, strict=True))
+def _new_run_statements(columns: list[Sequence[Any]], run_table: str) -> list[tuple[str, list[Any]]]:
+    """The INSERTs of a batch of new runs (its columns), leaving out the omissible columns NULL in every row."""
+    n = len(columns[0])
     kept = tuple(
-        i
-        for i in range(len(RUN_INSERT_COLUMNS))
-        if not (i in _OMISSIBLE_SET and rows and columns[i].count(None) == len(rows))
+        i for i in range(len(RUN_INSERT_COLUMNS)) if not (i in _OMISSIBLE_SET and n and columns[i].count(None) == n)
     )
-    return _run_insert(run_table, kept).statements(list(zip(*(columns[i] for i in kept), strict=True)))
+    return _run_insert(run_table, kept).column_statements([columns[i] for i in kept])
 
 
 @functools.cache
@@ -732,52 +751,95 @@ def json_adapter(field: models.JSONField[Any]) -> Callable[[Any], Any]:
 
 
 def _insert_new_runs(runs: list[ParsedRun], file_import: FileImport) -> None:
-    _insert(Run, RUN_INSERT_COLUMNS, _new_run_rows(runs, file_import))
+    _insert(Run, RUN_INSERT_COLUMNS, list(zip(*_new_run_columns(runs, file_import), strict=True)))
 
 
-def _new_run_rows(runs: list[ParsedRun], file_import: FileImport) -> list[list[Any]]:
-    """The rows of new runs, in RUN_INSERT_COLUMNS order, adapted for the backend."""
+_STORED_VALUES = itemgetter(*_STORED_INDEXES)
+_WALL_S, _STARTED_AT = _RUN_INDEX["wall_s"], _RUN_INDEX["started_at"]
+_RUN_PROVENANCE = _RUN_INDEX["provenance"]
+_ROW_TS, _REQUEST_TS = REQUEST_INSERT_COLUMNS.index("ts"), REQUEST_FIELD_NAMES.index("ts")
+
+
+def _new_run_columns(
+    runs: list[ParsedRun], file_import: FileImport, request_rows: Sequence[Sequence[Any]] | None = None
+) -> list[Sequence[Any]]:
+    """The columns of new runs' rows, in RUN_INSERT_COLUMNS order, adapted for the backend.
+
+    Built column by column: what is the same operation on every run (a run's stored fields, the
+    blanks of its text columns, the constant columns) is done by C over a whole column, and only
+    what each run needs of its own (its aggregates, its JSON) by Python, once per run.
+
+    request_rows: the runs' request rows (_RequestRows.build's, the runs' in order, none left out): a
+    run's start that is its first request's timestamp (the derived start of a run in time order, and
+    of every run of one request) takes that request's adapted value instead of being formatted again.
+    """
+    if not runs:
+        return [() for _ in RUN_INSERT_COLUMNS]
     adapt_datetime = datetime_adapter()
     adapt_json = json_adapter(Run._meta.get_field("summary"))
     provenance_json: dict[Any, Any] = {}  # a file's runs mostly share their provenance: adapted once
-    created_at = adapt_datetime(timezone.now())
-    rows = []
+    aggregates: list[RunSummary] = []
+    starts: list[Any] = []
+    provenances: list[Any] = []
+    summaries: list[Any] = []
+    extras: list[Any] = []
+    sampled: list[bool] = []
+    first_request = 0  # the row of the run's first request in request_rows
     for parsed_run in runs:
-        all_values = parsed_run.values
-        values = [all_values[i] for i in _STORED_INDEXES]
-        for i in _BLANK_INDEXES:
-            if values[i] is None:
-                values[i] = ""
-        if values[_SOURCE_INDEX] is None:
-            values[_SOURCE_INDEX] = Run.Source.IMPORTED
-        aggregates, provenance = with_tool_summary(
+        values = parsed_run.values
+        entries = parsed_run.records
+        summary = parsed_run.summary
+        run_aggregates, provenance = with_tool_summary(
             summarize(
-                (record.request for _, record, _ in parsed_run.records),
-                all_values[_RUN_INDEX["wall_s"]],
-                (record.itl for _, record, _ in parsed_run.records),
+                (record.request for _, record, _ in entries),
+                values[_WALL_S],
+                (record.itl for _, record, _ in entries),
             ),
-            parsed_run.summary,
-            started_at=all_values[_RUN_INDEX["started_at"]],
+            summary,
+            started_at=values[_STARTED_AT],
         )
-        pairs = all_values[_RUN_INDEX["provenance"]]
+        aggregates.append(run_aggregates)
+        start = run_aggregates.started_at
+        if request_rows is not None and entries and start is entries[0][1].request[_REQUEST_TS]:
+            starts.append(request_rows[first_request][_ROW_TS])
+        else:
+            starts.append(adapt_datetime(start))
+        first_request += len(entries)
+        pairs = values[_RUN_PROVENANCE]
         key = (pairs, tuple(provenance.items()))
         adapted = provenance_json.get(key)
         if adapted is None:
             adapted = provenance_json[key] = adapt_json({**dict(pairs or ()), **provenance})
-        values[_PROVENANCE_INDEX] = adapted
-        summary = parsed_run.summary
-        row = [
-            *values,
-            *aggregates,
-            None if summary is None else adapt_json(summary),
-            adapt_json(parsed_run.summary_extra) if parsed_run.summary_extra else None,
-            bool(summary and summary.get("requests_sampled")),
-            created_at,
-            file_import.pk,
-        ]
-        row[_STARTED_AT_INDEX] = adapt_datetime(row[_STARTED_AT_INDEX])
-        rows.append(row)
-    return rows
+        provenances.append(adapted)
+        if summary is None:
+            summaries.append(None)
+            sampled.append(False)
+        else:
+            summaries.append(adapt_json(summary))
+            sampled.append(bool(summary.get("requests_sampled")))
+        extra = parsed_run.summary_extra
+        extras.append(adapt_json(extra) if extra else None)
+    if request_rows is not None and first_request != len(request_rows):
+        raise ValueError(f"{len(request_rows)} request rows for runs of {first_request} requests")
+    columns: list[Sequence[Any]] = list(zip(*map(_STORED_VALUES, (run.values for run in runs)), strict=True))
+    for i in _BLANK_INDEXES:
+        if None in columns[i]:
+            columns[i] = ["" if value is None else value for value in columns[i]]
+    if None in columns[_SOURCE_INDEX]:
+        columns[_SOURCE_INDEX] = [Run.Source.IMPORTED if value is None else value for value in columns[_SOURCE_INDEX]]
+    columns[_PROVENANCE_INDEX] = provenances
+    aggregate_columns: list[Sequence[Any]] = list(zip(*aggregates, strict=True))
+    aggregate_columns[_STARTED_AT_COLUMN] = starts
+    n = len(runs)
+    return [
+        *columns,
+        *aggregate_columns,
+        summaries,
+        extras,
+        sampled,
+        [adapt_datetime(timezone.now())] * n,
+        [file_import.pk] * n,
+    ]
 
 
 class _RequestRows:

@@ -30,7 +30,9 @@ import io
 import queue
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from itertools import chain, islice
 from types import TracebackType
 from typing import IO, Any
 
@@ -47,6 +49,43 @@ MIN_BYTES = 4 << 20  # a smaller file is stored in one thread: a thread is not w
 def available() -> bool:
     """Whether imports may store their batches from a second thread (SQLite)."""
     return bool(connection.vendor == "sqlite")
+
+
+# The page cache an import's connection has while it imports (KiB). Every index of a table takes a page of
+# its own for each row (the runs table has 16), and with SQLite's default of 2 MiB the pages of those
+# indexes are written out and read back again every few hundred runs.
+IMPORT_CACHE_KIB = 64 * 1024
+
+
+@contextmanager
+def page_cache(kib: int) -> Iterator[None]:
+    """The connection's page cache at least kib KiB while the block runs (SQLite), its own again afterwards."""
+    before = _cache_size() if available() else None
+    if before is None or _kib(before) >= kib:
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"PRAGMA cache_size = {-int(kib)}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA cache_size = {before}")
+
+
+def _cache_size() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA cache_size")
+        return int(cursor.fetchone()[0])
+
+
+def _kib(cache_size: int) -> int:
+    """A cache_size in KiB: a negative one is in KiB already, a positive one in pages."""
+    if cache_size < 0:
+        return -cache_size
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA page_size")
+        return cache_size * int(cursor.fetchone()[0]) // 1024
 
 
 def worth_it(stream: IO[bytes]) -> bool:
@@ -73,14 +112,27 @@ class RowsStatement:
 
     def statements(self, rows: Sequence[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
         """(sql, its values flattened) for consecutive chunks of rows."""
+        return self._chunked(len(rows), iter(rows))
+
+    def column_statements(self, columns: Sequence[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
+        """statements() of the rows whose values are columns (each column one value of every row, in the
+        rows' order): the rows are never built one by one, each chunk's values are laid out by C."""
+        if len(columns) != self.width:
+            raise ValueError(f"{len(columns)} columns for rows of {self.width} values")
+        n = len(columns[0])
+        if any(len(column) != n for column in columns):
+            raise ValueError("columns of different lengths")
+        return self._chunked(n, zip(*columns, strict=True))
+
+    def _chunked(self, n: int, rows: Iterator[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
         per = max(1, min(ROWS_PER_STATEMENT, _max_values() // self.width))
         out = []
-        for start in range(0, len(rows), per):
-            chunk = rows[start : start + per]
-            sql = self._sql.get(len(chunk))
+        for start in range(0, n, per):
+            size = min(per, n - start)
+            sql = self._sql.get(size)
             if sql is None:
-                sql = self._sql[len(chunk)] = self.template.format(rows=", ".join([self.row] * len(chunk)))
-            out.append((sql, [value for row in chunk for value in row]))
+                sql = self._sql[size] = self.template.format(rows=", ".join([self.row] * size))
+            out.append((sql, list(chain.from_iterable(islice(rows, size)))))
         return out
 
 

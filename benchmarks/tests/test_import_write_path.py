@@ -1,0 +1,125 @@
+"""What an import's writes cost, beyond what they store (issue 26 item 8): the report of its new runs
+reads them down an index, a run's start is formatted once, batches are laid out from columns and the
+connection's page cache is larger only while it imports. (That the rows stored are the very rows stored
+before: bench/import_write_identity.py; the runs table's indexes and what uses each: bench/run_index_use.py.)"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from benchmarks.history import importer, sqlite_batches
+from benchmarks.models import Run
+
+from .conftest import flat, jsonl
+
+pytestmark = pytest.mark.django_db
+
+on_sqlite = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite's plan, page cache and writer thread")
+
+
+def _plan(sql: str, params: object) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
+        return [str(row[-1]) for row in cursor.fetchall()]
+
+
+def test_an_import_finds_its_new_runs_down_the_first_import_index(import_bytes):
+    # Run's default order (newest first) made SQLite walk run_started_idx over every stored run to find
+    # an import's own runs: a cost that grew with the history, paid by every import.
+    import_bytes(jsonl(*(flat(run=f"old-{i}") for i in range(30))))
+    with CaptureQueriesContext(connection) as captured:
+        result = import_bytes(jsonl(*(flat(run=f"new-{i}") for i in range(3))))
+    assert (result.status, result.n_new_runs) == ("imported", 3)
+    [query] = [q for q in captured.captured_queries if 'WHERE "benchmarks_run"."first_import_id" = ' in q["sql"]]
+    assert "ORDER BY" not in query["sql"]
+    if connection.vendor == "sqlite":
+        plan = _plan(query["sql"], ())  # the captured SQL holds its value
+        assert any("first_import_id=?" in step for step in plan), plan
+        assert not any(step.startswith("SCAN") for step in plan), plan
+
+
+@on_sqlite
+def test_a_runs_start_taken_from_its_request_is_formatted_once(import_bytes, monkeypatch):
+    monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 0)  # the second thread's batches, whatever the size
+    real = importer.datetime_adapter
+    adapted: list[object] = []
+
+    def counting_adapter():
+        adapt = real()
+        return lambda value: adapted.append(value) or adapt(value)
+
+    monkeypatch.setattr(importer, "datetime_adapter", counting_adapter)
+    n = 300
+    lines = [flat(run=f"r{i}", ts=f"2026-10-01T12:{i // 60:02d}:{i % 60:02d}Z") for i in range(n)]
+    result = import_bytes(jsonl(*lines))
+
+    assert (result.status, result.n_new_runs, result.n_imported) == ("imported", n, n)
+    starts = sorted(Run.objects.values_list("started_at", flat=True))
+    assert len(set(starts)) == n and starts[0].minute == 0 and starts[-1].second == 59
+    # each request's timestamp once; its run's start, the same instant, looked up; the batch's created_at
+    # once (before: every run's start formatted again, 2n + 1)
+    stamps = [value for value in adapted if value is not None]
+    assert len(stamps) == n + 1 and len(set(stamps)) == n + 1
+
+
+def test_column_statements_bind_what_row_statements_bind(monkeypatch):
+    monkeypatch.setattr(sqlite_batches, "ROWS_PER_STATEMENT", 3)
+    monkeypatch.setattr(sqlite_batches, "_max_values", lambda: 32_766)
+    statement = sqlite_batches.RowsStatement("INSERT INTO t (a, b) VALUES {rows}", "(%s, %s)")
+    rows = [(i, f"v{i}") for i in range(7)]
+
+    by_columns = statement.column_statements([[a for a, _ in rows], [b for _, b in rows]])
+
+    assert by_columns == statement.statements(rows)
+    assert [len(values) for _, values in by_columns] == [6, 6, 2]
+    assert by_columns[0] == ("INSERT INTO t (a, b) VALUES (%s, %s), (%s, %s), (%s, %s)", [0, "v0", 1, "v1", 2, "v2"])
+
+
+def test_column_statements_refuse_columns_that_are_not_one_row_each():
+    statement = sqlite_batches.RowsStatement("INSERT INTO t (a, b) VALUES {rows}", "(%s, %s)")
+    with pytest.raises(ValueError, match="different lengths"):
+        statement.column_statements([[1, 2], [3]])
+    with pytest.raises(ValueError, match="1 columns for rows of 2 values"):
+        statement.column_statements([[1, 2]])
+
+
+def _cache_size() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA cache_size")
+        return int(cursor.fetchone()[0])
+
+
+@on_sqlite
+def test_an_import_has_a_larger_page_cache_and_leaves_the_connections_own(import_bytes, monkeypatch):
+    own = _cache_size()
+    assert -own < sqlite_batches.IMPORT_CACHE_KIB  # SQLite's default (-2000: 2,000 KiB)
+    during = []
+    real = importer._import_as_read
+
+    def spy(*args, **kwargs):
+        during.append(_cache_size())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(importer, "_import_as_read", spy)
+    assert import_bytes(jsonl(flat())).status == "imported"
+    assert during == [-sqlite_batches.IMPORT_CACHE_KIB]
+    assert _cache_size() == own
+
+    with pytest.raises(RuntimeError), sqlite_batches.page_cache(sqlite_batches.IMPORT_CACHE_KIB):
+        raise RuntimeError("an import that fails")
+    assert _cache_size() == own
+
+
+@on_sqlite
+def test_a_connection_with_a_larger_cache_keeps_it():
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA cache_size = 100000")  # pages: larger than IMPORT_CACHE_KIB
+    try:
+        with sqlite_batches.page_cache(sqlite_batches.IMPORT_CACHE_KIB):
+            assert _cache_size() == 100000
+        assert _cache_size() == 100000
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA cache_size = -2000")
