@@ -109,7 +109,10 @@ class Run(models.Model):
 
     created_at = models.DateTimeField(auto_now_add=True)
     first_import = models.ForeignKey("FileImport", null=True, on_delete=models.SET_NULL, related_name="+")
-    job = models.ForeignKey("Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    # Indexed only where set (run_job_idx, below): an import's runs have no job.
+    job = models.ForeignKey(
+        "Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs", db_index=False
+    )
     server_props = models.JSONField(null=True, blank=True, help_text="/props and /slots when an executed run started")
 
     # Aggregates of the requests, kept current by refresh_summary() so that the run
@@ -162,6 +165,9 @@ class Run(models.Model):
             *(models.Index(fields=[column, "id"], name=f"run_sort_{name}_idx") for name, column in SORT_INDEXED),
             # the outcomes "empty" and "unknown" (no request counted) are rare: found without a scan
             models.Index(fields=["started_at", "id"], condition=Q(n_requests=0), name="run_uncounted_idx"),
+            # a job's runs (its page, the job list's counts, its end, a job's deletion setting them NULL): only
+            # the runs that have a job, so that an import's runs (none has one) cost it nothing (issue 26)
+            models.Index(fields=["job"], condition=Q(job__isnull=False), name="run_job_idx"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(n_ok__lte=F("n_requests")), name="run_ok_le_requests"),
