@@ -6,7 +6,8 @@ a sum of counts), so a rebuild reads the runs table once.
 `runs_changed` recomputes only the buckets the given runs fall in now (history.derived calls it on
 import and when a job finishes), and the buckets they fell in before when the caller says where that
 was (`position`, taken before the change): a run an import gave an earlier request (an earlier start)
-or a missing label, or one edited or deleted in the admin, leaves its old buckets.
+or a missing label, or one edited or deleted in the admin, leaves its old buckets. A change that holds
+most runs (an import into a young history) recounts every bucket instead (RECOUNT_ALL_FROM).
 """
 
 from __future__ import annotations
