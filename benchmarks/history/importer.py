@@ -35,7 +35,7 @@ from ..models import FileImport, RejectedLine, RequestResult, Run
 from . import derived, rollups, sqlite_batches
 from .formats import Declared, registry
 from .jsonl import LineError, RecordError
-from .metrics import RunSummary, summarize
+from .metrics import RunSummary, RunTally, summarize
 from .reader import NotInOrder, ParsedRun, ReadCounts, Rejects, SpilledFile, read_bench_file, runs_as_read
 from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record, storable_text
 from .summaries import merge_summaries, with_tool_summary
@@ -119,6 +119,31 @@ class _Context:
     keys: list[str] = field(default_factory=list)  # the file's runs, for the server log
     touched: list[int] = field(default_factory=list)  # stored runs this import added to (history.derived)
     were: list[rollups.Position] = field(default_factory=list)  # where those that moved were counted before
+    streamed: _Streamed | None = None  # the run being stored in pieces (reader.RUN_PIECE)
+
+
+@dataclass
+class _Streamed:
+    """A run of more than reader.RUN_PIECE requests, stored a piece at a time.
+
+    A new run's row is inserted with its first piece and set to the whole run's values and
+    aggregates (tallied as the pieces pass) with its last; a stored run gains each piece's new
+    requests, found by their content hashes in the stored run, and is summarized again at the end.
+    """
+
+    key: str
+    next_seq: int
+    tally: RunTally = field(default_factory=RunTally)
+    run_id: int | None = None  # of a new run stored in this thread
+    stored: Run | None = None  # the run as stored before this import, when it was
+    added: bool = False  # requests added to the stored run
+    conflicts: bool = False  # a piece contradicted the stored run
+    was: rollups.Position | None = None  # where the stored run was counted before
+
+    def add(self, piece: ParsedRun) -> None:
+        entries = piece.records
+        self.tally.add([record.request for _, record, _ in entries], [record.itl for _, record, _ in entries])
+        self.next_seq += len(entries)
 
 
 def _with_import_cache(function: Callable[P, R]) -> Callable[P, R]:
@@ -285,28 +310,44 @@ def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport,
         f"AND {quote(request_table)}.{quote('seq')} = v.column3",
         "(%s, %s, %s)",
     )
+    update_run = _run_update(run_table)
     stored = 0
     with sqlite_batches.BatchWriter() as writer:
         for batch in batches:
             builder = _RequestRows()
             request_row = builder.build
+            heads = [run for run in batch if not run.part]
             requests = [
                 request_row(run.key, seq, record, occurrence)
-                for run in batch
+                for run in heads
                 for seq, (_line_no, record, occurrence) in enumerate(run.records)
             ]
-            statements = [
-                *_new_run_statements(_new_run_columns(batch, file_import, requests), run_table),
-                *insert_requests.statements(requests),
-            ]
+            statements = _new_run_statements(_new_run_columns(heads, file_import, requests), run_table) if heads else []
+            for run in batch:
+                streamed = context.streamed
+                if not run.part:
+                    if not run.last:
+                        context.streamed = streamed = _Streamed(run.key, 0)
+                        streamed.add(run)
+                    continue
+                assert streamed is not None and streamed.key == run.key, "a run's pieces come in order"
+                requests += (
+                    request_row(run.key, streamed.next_seq + seq, record, occurrence)
+                    for seq, (_line_no, record, occurrence) in enumerate(run.records)
+                )
+                streamed.add(run)
+                if run.last:
+                    statements += _finished_run_update(update_run, run, streamed, file_import)
+                    context.streamed = None
+            statements += insert_requests.statements(requests)
             if builder.itl:
                 statements += set_itl.statements(builder.itl)
             writer.put(statements)
             stored += len(requests)
-            context.n_new_runs += len(batch)
-            context.n_summaries += sum(run.summary is not None for run in batch)
+            context.n_new_runs += len(heads)
+            context.n_summaries += sum(run.last and run.summary is not None for run in batch)
             if context.server_log is not None:
-                context.keys.extend(run.key for run in batch)
+                context.keys.extend(run.key for run in heads)
         writer.finish()
     return stored
 
@@ -437,11 +478,14 @@ def _report_changed_runs(file_import: FileImport, context: _Context) -> None:
     (a large import's are counted by a worker just after the commit: history.derived.runs_added)."""
     # Unordered: Run's default order (newest first) made SQLite walk run_started_idx over every stored run
     # to find these, instead of reading them from the first_import index.
-    new = (
-        list(Run.objects.filter(first_import=file_import).order_by().values_list("pk", flat=True))
-        if context.n_new_runs
-        else []
-    )
+    new: Sequence[int] = []
+    if context.n_new_runs:
+        runs = Run.objects.filter(first_import=file_import).order_by()
+        span = runs.aggregate(first=models.Min("pk"), last=models.Max("pk"), n=models.Count("pk"))
+        if span["n"] and span["last"] - span["first"] + 1 == span["n"]:
+            new = range(span["first"], span["last"] + 1)  # the common case, held as two numbers, not a list
+        else:
+            new = list(runs.values_list("pk", flat=True))
     derived.runs_added(new, context.touched, context.were)
 
 
@@ -468,27 +512,48 @@ def _declared_runs(parsed: SpilledFile, context: _Context) -> Iterator[ParsedRun
         try:
             run.apply_declared(context.declared)
         except RecordError as exc:
-            parsed.rejects.add(LineError(run.first_line, str(exc)))
+            if not run.part:  # once a run, not once a piece
+                parsed.rejects.add(LineError(run.first_line, str(exc)))
             continue
         yield run
 
 
 def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects: Rejects, context: _Context) -> int:
-    """Check a batch of runs against the stored runs, then store it if all is well; requests stored."""
-    existing = _existing_runs(runs)
+    """Check a batch of runs against the stored runs, then store it if all is well; requests stored.
+
+    A run of more than RUN_PIECE requests comes in pieces (reader.ParsedRun.part): its first is
+    checked and stored as a run is, the others by _store_piece.
+    """
+    heads = [run for run in runs if not run.part]
+    existing = _existing_runs(heads)
+    pieces: list[tuple[ParsedRun, _Streamed]] = []  # the batch's pieces of runs stored in pieces, in order
     for run in runs:
-        if run.key in existing:
-            for error in _conflicts(run, existing[run.key]):
+        if not run.part:
+            stored = existing.get(run.key)
+            if not run.last:
+                context.streamed = _Streamed(run.key, 0, stored=stored)
+        else:
+            assert context.streamed is not None and context.streamed.key == run.key, "a run's pieces come in order"
+            stored = context.streamed.stored
+        streamed = context.streamed if run.part or not run.last else None
+        if streamed is not None:
+            pieces.append((run, streamed))
+            if run.last:
+                context.streamed = None
+        if stored is not None and not (streamed and streamed.conflicts):
+            for error in _conflicts(run, stored):
                 rejects.add(error)
+                if streamed is not None:
+                    streamed.conflicts = True  # said once for the run, not once a piece
     if rejects or file_import is None:
         return 0
 
-    new_runs = [run for run in runs if run.key not in existing]
+    new_runs = [run for run in heads if run.key not in existing]
     _insert_new_runs(new_runs, file_import)
     context.n_new_runs += len(new_runs)
-    context.n_summaries += sum(run.summary is not None for run in new_runs)
+    context.n_summaries += sum(run.summary is not None for run in new_runs if run.last)
     if context.server_log is not None:
-        context.keys.extend(run.key for run in runs)
+        context.keys.extend(run.key for run in heads)
     run_ids = _run_ids([run.key for run in new_runs])
     builder = _RequestRows()
     request_row = builder.build
@@ -499,10 +564,84 @@ def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects:
     ]
     builder.insert(rows)
     stored = len(rows)
-    stored_runs = [run for run in runs if run.key in existing]
+    stored_runs = [run for run in heads if run.key in existing and run.last]
     for group in _batches(stored_runs, lambda run: existing[run.key].n_requests):  # what each run holds is read
         stored += _add_to_stored_runs(group, existing, context)
+    for piece, streamed in pieces:
+        stored += _store_piece(piece, streamed, run_ids.get(piece.key), file_import, context)
     return stored
+
+
+def _store_piece(
+    piece: ParsedRun, streamed: _Streamed, new_id: int | None, file_import: FileImport, context: _Context
+) -> int:
+    """Store a piece of a run of more than RUN_PIECE requests (its first: new_id when the run is new
+    and was just inserted); requests stored. The last piece sets the run's values and aggregates."""
+    if not piece.part:
+        if streamed.stored is None:
+            assert new_id is not None
+            streamed.run_id = new_id
+            streamed.add(piece)  # its requests were stored with its row
+            return 0
+        streamed.was = rollups.position(streamed.stored)
+        streamed.next_seq = _next_seq(streamed.stored.pk)
+    builder = _RequestRows()
+    request_row = builder.build
+    if streamed.stored is None:
+        run_id = streamed.run_id
+        rows = [
+            request_row(run_id, streamed.next_seq + seq, record, occurrence)
+            for seq, (_line_no, record, occurrence) in enumerate(piece.records)
+        ]
+        streamed.add(piece)
+    else:
+        run_id = streamed.stored.pk
+        known = _known_in_run(run_id, {record.content_hash for _, record, _ in piece.records})
+        rows = []
+        for _line_no, record, occurrence in piece.records:
+            if (record.content_hash, occurrence) not in known:
+                rows.append(request_row(run_id, streamed.next_seq, record, occurrence))
+                streamed.next_seq += 1
+        streamed.added = streamed.added or bool(rows)
+    builder.insert(rows)
+    if piece.last:
+        if streamed.stored is None:
+            with connection.cursor() as cursor:
+                for sql, values in _finished_run_update(_run_update(Run._meta.db_table), piece, streamed, file_import):
+                    cursor.execute(sql, values)
+            context.n_summaries += piece.summary is not None
+        else:
+            _finish_stored_run(piece, streamed, context)
+    return len(rows)
+
+
+def _finish_stored_run(piece: ParsedRun, streamed: _Streamed, context: _Context) -> None:
+    """A stored run's last piece read: its missing values filled, its summary merged, its
+    aggregates computed again when it changed (as _add_to_stored_runs does for a run read whole)."""
+    stored_run = streamed.stored
+    assert stored_run is not None
+    if not (_fill_stored_run(stored_run, piece, context) or streamed.added):
+        return
+    stored_run.refresh_summary()
+    if streamed.was is not None and streamed.was != rollups.position(stored_run):
+        context.were.append(streamed.was)
+    context.touched.append(stored_run.pk)
+
+
+def _next_seq(run_id: int) -> int:
+    """The seq a request added to a stored run takes next."""
+    last = RequestResult.objects.filter(run_id=run_id).aggregate(last=models.Max("seq"))["last"]
+    return 0 if last is None else last + 1
+
+
+def _known_in_run(run_id: int, hashes: set[str]) -> set[tuple[str, int]]:
+    """The (content_hash, occurrence) pairs a stored run holds among the given hashes (its unique index)."""
+    wanted = list(hashes)
+    known: set[tuple[str, int]] = set()
+    for i in range(0, len(wanted), LOOKUP_BATCH):
+        rows = RequestResult.objects.filter(run_id=run_id, content_hash__in=wanted[i : i + LOOKUP_BATCH])
+        known.update(rows.order_by().values_list("content_hash", "occurrence"))
+    return known
 
 
 def _batches(runs: Iterable[ParsedRun], size: Callable[[ParsedRun], int]) -> Iterator[list[ParsedRun]]:
@@ -539,16 +678,7 @@ def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run], context
                 continue
             rows.append(request_row(stored_run.pk, next_seq, record, occurrence))
             next_seq += 1
-        filled = _fill_missing_run_values(stored_run, parsed_run)
-        if parsed_run.summary is not None:
-            # _conflicts found the two summaries agree: the stored one gains what it lacked (the counts
-            # a CSV did not report); the same summary again is a duplicate.
-            summary = merge_summaries(stored_run.summary, parsed_run.summary)[0]
-            extra = merge_summaries(stored_run.summary_extra, parsed_run.summary_extra or None)[0]
-            if (summary, extra or None) != (stored_run.summary, stored_run.summary_extra or None):
-                stored_run.summary, stored_run.summary_extra = summary, extra or None
-                context.n_summaries += 1
-                filled = True
+        filled = _fill_stored_run(stored_run, parsed_run, context)
         if len(rows) > before or filled:
             touched.append(stored_run)
     builder.insert(rows)
@@ -559,6 +689,21 @@ def _add_to_stored_runs(runs: list[ParsedRun], existing: dict[str, Run], context
             context.were.append(before)
     context.touched.extend(run.pk for run in touched)
     return len(rows)
+
+
+def _fill_stored_run(stored_run: Run, parsed_run: ParsedRun, context: _Context) -> bool:
+    """Give a stored run the values and summary fields it lacks from the file; whether it gained any."""
+    filled = _fill_missing_run_values(stored_run, parsed_run)
+    if parsed_run.summary is not None:
+        # _conflicts found the two summaries agree: the stored one gains what it lacked (the counts
+        # a CSV did not report); the same summary again is a duplicate.
+        summary = merge_summaries(stored_run.summary, parsed_run.summary)[0]
+        extra = merge_summaries(stored_run.summary_extra, parsed_run.summary_extra or None)[0]
+        if (summary, extra or None) != (stored_run.summary, stored_run.summary_extra or None):
+            stored_run.summary, stored_run.summary_extra = summary, extra or None
+            context.n_summaries += 1
+            filled = True
+    return filled
 
 
 def _existing_runs(runs: list[ParsedRun]) -> dict[str, Run]:
@@ -699,6 +844,28 @@ def _new_run_statements(columns: list[Sequence[Any]], run_table: str) -> list[tu
     return _run_insert(run_table, kept).column_statements([columns[i] for i in kept])
 
 
+# A run stored in pieces is set to the whole run's values and aggregates by its key, with its last piece.
+_UPDATED_RUN_COLUMNS = tuple(
+    i for i, column in enumerate(RUN_INSERT_COLUMNS) if column not in ("key", "created_at", "first_import_id")
+)
+
+
+@functools.cache
+def _run_update(run_table: str) -> str:
+    quote = connection.ops.quote_name
+    assignments = ", ".join(f"{quote(RUN_INSERT_COLUMNS[i])} = %s" for i in _UPDATED_RUN_COLUMNS)
+    return f"UPDATE {quote(run_table)} SET {assignments} WHERE {quote('key')} = %s"
+
+
+def _finished_run_update(
+    sql: str, last: ParsedRun, streamed: _Streamed, file_import: FileImport
+) -> list[tuple[str, list[Any]]]:
+    """The UPDATE that gives a run stored in pieces its whole values and aggregates (last: its last piece)."""
+    aggregates = streamed.tally.result(last.values[_WALL_S])
+    columns = _new_run_columns([last], file_import, tallied=[aggregates])
+    return [(sql, [*(columns[i][0] for i in _UPDATED_RUN_COLUMNS), last.key])]
+
+
 @functools.cache
 def _run_insert(run_table: str, kept: tuple[int, ...]) -> sqlite_batches.RowsStatement:
     return sqlite_batches.insert_rows(run_table, [RUN_INSERT_COLUMNS[i] for i in kept])
@@ -761,7 +928,10 @@ _ROW_TS, _REQUEST_TS = REQUEST_INSERT_COLUMNS.index("ts"), REQUEST_FIELD_NAMES.i
 
 
 def _new_run_columns(
-    runs: list[ParsedRun], file_import: FileImport, request_rows: Sequence[Sequence[Any]] | None = None
+    runs: list[ParsedRun],
+    file_import: FileImport,
+    request_rows: Sequence[Sequence[Any]] | None = None,
+    tallied: Sequence[RunSummary] | None = None,
 ) -> list[Sequence[Any]]:
     """The columns of new runs' rows, in RUN_INSERT_COLUMNS order, adapted for the backend.
 
@@ -772,6 +942,8 @@ def _new_run_columns(
     request_rows: the runs' request rows (_RequestRows.build's, the runs' in order, none left out): a
     run's start that is its first request's timestamp (the derived start of a run in time order, and
     of every run of one request) takes that request's adapted value instead of being formatted again.
+    tallied: the runs' aggregates from their requests, when they were gathered piece by piece
+    (metrics.RunTally) rather than held in the runs.
     """
     if not runs:
         return [() for _ in RUN_INSERT_COLUMNS]
@@ -785,12 +957,14 @@ def _new_run_columns(
     extras: list[Any] = []
     sampled: list[bool] = []
     first_request = 0  # the row of the run's first request in request_rows
-    for parsed_run in runs:
+    for i, parsed_run in enumerate(runs):
         values = parsed_run.values
         entries = parsed_run.records
         summary = parsed_run.summary
         run_aggregates, provenance = with_tool_summary(
-            summarize(
+            tallied[i]
+            if tallied is not None
+            else summarize(
                 (record.request for _, record, _ in entries),
                 values[_WALL_S],
                 (record.itl for _, record, _ in entries),

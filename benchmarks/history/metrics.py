@@ -81,77 +81,132 @@ def summarize(
         if per_request is None or len(per_request) == 1:
             return _one_request(rows[0], reported_wall_s, None if per_request is None else per_request[0])
         itl = per_request  # not one per request: zip(strict=True) below says so
-    gaps = array("d")
-    if itl is not None:
-        for row, latencies in zip(rows, itl, strict=True):
-            if latencies and row[OK]:
-                gaps.extend(latencies)
-    if not rows:
-        empty: dict[str, Any] = dict.fromkeys(RunSummary._fields)
-        empty.update(n_requests=0, n_ok=0, effective_wall_s=reported_wall_s)
-        empty["effective_wall_source"] = _wall_source(reported_wall_s, None)
-        return RunSummary(**empty)
-    # One pass over the rows gathers every figure's values, in the rows' order.
-    started: list[datetime] = []
-    prompts: list[int] = []
-    predicts: list[int] = []
-    elapsed: list[float] = []
-    ok_rows: list[Sequence[Any]] = []
-    rates: list[float] = []
-    outputs: list[int | None] = []
-    ttfts: list[float] = []
-    e2es: list[float] = []
-    for row in rows:
-        if (ts := row[TS]) is not None:
-            started.append(ts)
-        if (prompt := row[PROMPT_TOKENS]) is not None:
-            prompts.append(prompt)
-        if (predict := row[N_PREDICT]) is not None:
-            predicts.append(predict)
-        if (e2e := row[ELAPSED_S]) is not None:
-            elapsed.append(e2e)
-        if row[OK]:
-            ok_rows.append(row)
-            if (rate := row[TOK_S]) is not None:
-                rates.append(rate)
-            outputs.append(row[OUTPUT_TOKENS])
-            if (ttft := row[TTFT_S]) is not None:
-                ttfts.append(ttft)
-            if e2e is not None:
-                e2es.append(e2e)
-    ttfts.sort()
-    e2es.sort()
-    wall = reported_wall_s if reported_wall_s is not None else (max(elapsed) if elapsed else None)
-    output_tokens_total = sum(outputs) if ok_rows and None not in outputs else None  # type: ignore[arg-type]
-    # TPOT needs a TTFT: a run whose requests report none (a lab file's) has no TPOT to compute
-    tpots = (
-        sorted(t for r in ok_rows if (t := tpot(r[ELAPSED_S], r[TTFT_S], r[OUTPUT_TOKENS])) is not None)
-        if ttfts
-        else []
-    )
-    ordered_gaps = sorted(gaps)
-    return RunSummary(  # positional: a third of the cost of keywords
-        min(started) if started else None,  # started_at
-        len(rows),  # n_requests
-        len(ok_rows),  # n_ok
-        max(prompts) if prompts else None,  # prompt_tokens_max
-        max(predicts) if predicts else None,  # n_predict_max
-        output_tokens_total,
-        mean(rates) if rates else None,  # tok_s_mean
-        min(rates) if rates else None,  # tok_s_min
-        max(rates) if rates else None,  # tok_s_max
-        wall,  # effective_wall_s
-        _wall_source(reported_wall_s, wall),
-        output_tokens_total / wall if output_tokens_total is not None and wall else None,  # throughput_tok_s
-        nearest_rank(ttfts, 50),  # ttft_p50
-        nearest_rank(ttfts, 95),  # ttft_p95
-        nearest_rank(e2es, 95),  # e2e_p95
-        nearest_rank(e2es, 50),  # e2e_p50
-        nearest_rank(ordered_gaps, 50),  # itl_p50
-        nearest_rank(ordered_gaps, 95),  # itl_p95
-        nearest_rank(tpots, 50),  # tpot_p50
-        nearest_rank(tpots, 95),  # tpot_p95
-    )
+    tally = RunTally()
+    tally.add(rows, itl)
+    return tally.result(reported_wall_s)
+
+
+class RunTally:
+    """A run's figures gathered from its requests in pieces (add), read once all are in (result).
+
+    What it keeps is 8 bytes a value for what a percentile or a mean needs (TTFTs, E2Es, TPOTs, tok/s,
+    gaps) and a scalar for the rest: a run of a million requests is summarized a piece at a time
+    without its rows in memory. summarize() is one add and the result: the same figures, bit for bit.
+    """
+
+    def __init__(self) -> None:
+        self.n_requests = 0
+        self.n_ok = 0
+        self.started: datetime | None = None  # the first of the earliest (as min() keeps it)
+        self.prompt_max: int | None = None
+        self.predict_max: int | None = None
+        self.elapsed_max: float | None = None
+        self.output_total = 0
+        self.outputs_complete = True  # every ok request reported its output tokens
+        self.rates = array("d")
+        self.ttfts = array("d")
+        self.e2es = array("d")
+        self.tpots = array("d")  # of the ok requests with a TTFT (a run with no TTFT has no TPOT)
+        self.gaps = array("d")
+
+    def add(self, rows: Sequence[Sequence[Any]], itl: Iterable[Sequence[float] | None] | None = None) -> None:
+        """Add request tuples (REQUEST_FIELD_NAMES order), with their inter-token latencies aligned."""
+        if itl is not None:
+            gaps = self.gaps
+            for row, latencies in zip(rows, itl, strict=True):
+                if latencies and row[OK]:
+                    gaps.extend(latencies)
+        started: list[datetime] = []
+        prompts: list[int] = []
+        predicts: list[int] = []
+        elapsed: list[float] = []
+        rates: list[float] = []
+        outputs: list[int | None] = []
+        ttfts: list[float] = []
+        e2es: list[float] = []
+        tpots: list[float] = []
+        n_ok = 0
+        for row in rows:
+            if (ts := row[TS]) is not None:
+                started.append(ts)
+            if (prompt := row[PROMPT_TOKENS]) is not None:
+                prompts.append(prompt)
+            if (predict := row[N_PREDICT]) is not None:
+                predicts.append(predict)
+            if (e2e := row[ELAPSED_S]) is not None:
+                elapsed.append(e2e)
+            if row[OK]:
+                n_ok += 1
+                if (rate := row[TOK_S]) is not None:
+                    rates.append(rate)
+                output = row[OUTPUT_TOKENS]
+                outputs.append(output)
+                if (ttft := row[TTFT_S]) is not None:
+                    ttfts.append(ttft)
+                    if e2e is not None and output is not None and output >= 2:
+                        tpots.append((e2e - ttft) / (output - 1))  # tpot(), inline
+                if e2e is not None:
+                    e2es.append(e2e)
+        self.n_requests += len(rows)
+        self.n_ok += n_ok
+        if started:
+            first = min(started)
+            if self.started is None or first < self.started:
+                self.started = first
+        if prompts:
+            most = max(prompts)
+            self.prompt_max = most if self.prompt_max is None else max(self.prompt_max, most)
+        if predicts:
+            most = max(predicts)
+            self.predict_max = most if self.predict_max is None else max(self.predict_max, most)
+        if elapsed:
+            longest = max(elapsed)
+            self.elapsed_max = longest if self.elapsed_max is None else max(self.elapsed_max, longest)
+        if None in outputs:
+            self.outputs_complete = False
+        elif self.outputs_complete:
+            self.output_total += sum(outputs)  # type: ignore[arg-type]
+        self.rates.extend(rates)
+        self.ttfts.extend(ttfts)
+        self.e2es.extend(e2es)
+        self.tpots.extend(tpots)
+
+    def result(self, reported_wall_s: float | None) -> RunSummary:
+        """The run's figures, from every request added."""
+        if not self.n_requests:
+            empty: dict[str, Any] = dict.fromkeys(RunSummary._fields)
+            empty.update(n_requests=0, n_ok=0, effective_wall_s=reported_wall_s)
+            empty["effective_wall_source"] = _wall_source(reported_wall_s, None)
+            return RunSummary(**empty)
+        ttfts = sorted(self.ttfts)
+        e2es = sorted(self.e2es)
+        tpots = sorted(self.tpots) if ttfts else []
+        ordered_gaps = sorted(self.gaps)
+        rates = self.rates
+        wall = reported_wall_s if reported_wall_s is not None else self.elapsed_max
+        output_tokens_total = self.output_total if self.n_ok and self.outputs_complete else None
+        return RunSummary(  # positional: a third of the cost of keywords
+            self.started,  # started_at
+            self.n_requests,  # n_requests
+            self.n_ok,  # n_ok
+            self.prompt_max,  # prompt_tokens_max
+            self.predict_max,  # n_predict_max
+            output_tokens_total,
+            mean(rates) if rates else None,  # tok_s_mean
+            min(rates) if rates else None,  # tok_s_min
+            max(rates) if rates else None,  # tok_s_max
+            wall,  # effective_wall_s
+            _wall_source(reported_wall_s, wall),
+            output_tokens_total / wall if output_tokens_total is not None and wall else None,  # throughput_tok_s
+            nearest_rank(ttfts, 50),  # ttft_p50
+            nearest_rank(ttfts, 95),  # ttft_p95
+            nearest_rank(e2es, 95),  # e2e_p95
+            nearest_rank(e2es, 50),  # e2e_p50
+            nearest_rank(ordered_gaps, 50),  # itl_p50
+            nearest_rank(ordered_gaps, 95),  # itl_p95
+            nearest_rank(tpots, 50),  # tpot_p50
+            nearest_rank(tpots, 95),  # tpot_p95
+        )
 
 
 def _one_request(row: Sequence[Any], reported_wall_s: float | None, latencies: Sequence[float] | None) -> RunSummary:

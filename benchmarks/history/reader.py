@@ -26,6 +26,7 @@ from .summaries import merge_summaries
 MAX_KEPT_REJECTS = 1_000  # a file's rejected lines stored with their reasons; the rest are counted
 SPILL_BATCH = 5_000  # lines written to the spill file at a time
 RUN_CACHE_SIZE = 256  # validated run contexts remembered (a flat file repeats one per run)
+RUN_PIECE = 5_000  # a run's requests handed over at a time: a larger run comes in pieces (ParsedRun.part)
 EXCERPT_BYTES = 161  # of a line, kept for the excerpt should its run fields be rejected (excerpt_of shows 160)
 # Run fields a user may declare for what a file lacks (import_bench --gpu …, the upload form).
 DECLARABLE = ("label", "model", "gpu", "engine", "server_flags")
@@ -79,13 +80,19 @@ class ParsedRun:
     first_line: int
     values: tuple[Any, ...]  # run fields in RUN_FIELD_NAMES order, merged over its lines
     records: list[tuple[int, Record, int]] = field(default_factory=list)  # (line_no, record, occurrence)
-    occurrences: dict[str, int] = field(default_factory=dict)  # content hash -> times seen
+    occurrences: dict[str, int] = field(default_factory=dict)  # content hash -> times seen (in this piece)
     value_lines: dict[int, int] = field(default_factory=dict)  # field index -> a later line that set it
     # (a field its first line sets is not in value_lines: first_line set it)
     summary: dict[str, Any] | None = None  # the tool's aggregates (a kvlab.bench/2 summary record)
     summary_extra: dict[str, Any] = field(default_factory=dict)
     summary_line: int = 0
     n_summary_records: int = 0  # summary records read (a repeated identical one is a duplicate)
+    # A run of more than RUN_PIECE requests is handed over in pieces of RUN_PIECE, in order: part 0
+    # first, `last` on the final one. A piece holds its own requests, their occurrences counted over
+    # the run's earlier pieces too (_Occurrences); its values and summary are the run's as read so
+    # far (the last piece's are the whole run's).
+    part: int = 0
+    last: bool = True
 
     @classmethod
     def start(cls, line_no: int, record: Record) -> ParsedRun:
@@ -101,6 +108,24 @@ class ParsedRun:
         occurrence = self.occurrences.get(record.content_hash, 0)
         self.occurrences[record.content_hash] = occurrence + 1
         self.records.append((line_no, record, occurrence))
+
+    def next_piece(self) -> ParsedRun:
+        """The run's next piece, to read its following lines into (it may end up holding none); this
+        one is then not the last."""
+        self.last = False
+        return ParsedRun(
+            self.key,
+            self.first_line,
+            self.values,
+            [],
+            {},
+            self.value_lines,
+            self.summary,
+            self.summary_extra,
+            self.summary_line,
+            self.n_summary_records,
+            self.part + 1,
+        )
 
     def _add_summary(self, line_no: int, record: Record) -> None:
         self.n_summary_records += 1
@@ -173,6 +198,52 @@ class ParsedRun:
         self.value_lines.update(dict.fromkeys(filled, line_no))
 
 
+class _Occurrences:
+    """How many times each request of a run read in pieces was seen in the run's earlier pieces,
+    kept in a private SQLite file on disk, so that a run of millions of requests is not held in
+    memory as its requests' hashes either. One run at a time."""
+
+    def __init__(self) -> None:
+        self.db: sqlite3.Connection | None = None
+
+    def settle(self, piece: ParsedRun) -> None:
+        """Count piece's requests' occurrences over its run's earlier pieces too; call it for each
+        piece of a run in pieces, in order, before the piece is handed over."""
+        if self.db is None:
+            self.db = sqlite3.connect("")
+            self.db.executescript(
+                "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = FILE;"
+                "CREATE TABLE seen (hash TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
+            )
+        db = self.db
+        if not piece.part:
+            db.execute("DELETE FROM seen")
+            earlier: dict[str, int] = {}
+        else:
+            hashes = list(piece.occurrences)
+            earlier = {}
+            for i in range(0, len(hashes), _LOOKUP):
+                chunk = hashes[i : i + _LOOKUP]
+                marks = ", ".join("?" * len(chunk))
+                earlier.update(db.execute(f"SELECT hash, n FROM seen WHERE hash IN ({marks})", chunk))
+        if earlier:
+            piece.records = [
+                (line_no, record, occurrence + earlier.get(record.content_hash, 0))
+                for line_no, record, occurrence in piece.records
+            ]
+        db.executemany(
+            "INSERT INTO seen VALUES (?, ?) ON CONFLICT (hash) DO UPDATE SET n = n + excluded.n",
+            piece.occurrences.items(),
+        )
+
+    def close(self) -> None:
+        if self.db is not None:
+            self.db.close()
+
+
+_LOOKUP = 500  # hashes looked up at a time
+
+
 class _HashingReader:
     """Hash and count the bytes as they are read, so the file is read once."""
 
@@ -239,16 +310,26 @@ class SpilledFile:
         return self.n_runs == self.n_segments
 
     def runs(self) -> Iterator[ParsedRun]:
-        """Each run with its lines merged, in the order of their first lines, one at a time.
+        """Each run with its lines merged, in the order of their first lines, one at a time (a run of
+        more than RUN_PIECE requests in pieces).
 
         A line that describes its run differently from the run's earlier lines is
         added to `rejects`, and left out of the run.
         """
         query = _PIECES_IN_FILE_ORDER if self.runs_are_contiguous else _PIECES_BY_RUN
+        occurrences = _Occurrences()
+        try:
+            yield from self._runs(query, occurrences)
+        finally:
+            occurrences.close()
+
+    def _runs(self, query: str, occurrences: _Occurrences) -> Iterator[ParsedRun]:
         run: ParsedRun | None = None
         run_values: tuple[Any, ...] = ()
         for _first_line, key, lines in self.spill.execute(query):
             if run is not None and key != run.key:
+                if run.part:
+                    occurrences.settle(run)
                 yield run
                 run = None
             for line_no, values, ts_us, request, extra, content_hash, excerpt, special in marshal.loads(lines):
@@ -268,7 +349,13 @@ class SpilledFile:
                     run.add(line_no, record)
                 except RecordError as exc:
                     self.rejects.add(LineError(line_no, str(exc), excerpt_of(excerpt or b"")))
+                if len(run.records) == RUN_PIECE:
+                    run, piece = run.next_piece(), run
+                    occurrences.settle(piece)
+                    yield piece
         if run is not None:
+            if run.part:
+                occurrences.settle(run)
             yield run
 
 
@@ -312,6 +399,7 @@ def runs_as_read(
         "CREATE TABLE run (key PRIMARY KEY) WITHOUT ROWID;"
     )
     keys: list[tuple[str]] = []
+    occurrences = _Occurrences()
     try:
         run: ParsedRun | None = None
         for line_no, raw, too_long in iter_lines(reader, max_line_bytes):  # type: ignore[arg-type]
@@ -328,6 +416,8 @@ def runs_as_read(
             counts.n_records += 1
             if run is None or record.run[0] != run.key:
                 if run is not None:
+                    if run.part:
+                        occurrences.settle(run)
                     yield run
                 run = ParsedRun.start(line_no, record)
                 counts.n_runs += 1
@@ -338,12 +428,19 @@ def runs_as_read(
                 run.add(line_no, record)
             except RecordError:
                 raise NotInOrder from None
+            if len(run.records) == RUN_PIECE:
+                run, piece = run.next_piece(), run
+                occurrences.settle(piece)
+                yield piece
         _remember_keys(seen, keys)  # before the last run is handed over: a split run is found in time
         counts.sha256, counts.size_bytes = reader.digest.hexdigest(), reader.size
         if run is not None:
+            if run.part:
+                occurrences.settle(run)
             yield run
     finally:
         seen.close()
+        occurrences.close()
 
 
 def _remember_keys(seen: sqlite3.Connection, keys: list[tuple[str]]) -> None:

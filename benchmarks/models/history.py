@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from django.conf import settings
@@ -11,10 +12,12 @@ from django.db.models import F, Q, Value
 
 from kvlab.visibility import as_uploaded
 
-from ..history.metrics import summarize
+from ..history.metrics import RunTally
 from ..history.outcomes import outcome_of
 from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 from ..history.summaries import counts_reported, with_tool_summary
+
+SUMMARY_CHUNK = 5_000  # a run's requests read at a time when it is summarized again
 
 # The run list's sorts served by an index of (column, id) of their own (history.forms.SORTS). Date,
 # label, model and GPU are served by the (column, started_at) indexes below: ties go by date.
@@ -182,10 +185,13 @@ class Run(models.Model):
         """Recompute the aggregates from the stored requests (metrics.summarize) and the tool's summary, and save."""
         from ..history.itl_sql import itl_percentiles  # history imports the models
 
-        requests = self.requests.values_list(*REQUEST_FIELD_NAMES).order_by("seq")
+        requests = self.requests.values_list(*REQUEST_FIELD_NAMES).order_by("seq").iterator(chunk_size=SUMMARY_CHUNK)
+        tally = RunTally()  # a piece at a time: a run of a million requests is not read into memory
+        while chunk := list(islice(requests, SUMMARY_CHUNK)):
+            tally.add(chunk)
         itl = itl_percentiles(self.pk)  # by the database: a run's gaps may not fit in memory
         aggregates, provenance = with_tool_summary(
-            summarize(requests, self.wall_s)._replace(itl_p50=itl[50], itl_p95=itl[95]),
+            tally.result(self.wall_s)._replace(itl_p50=itl[50], itl_p95=itl[95]),
             self.summary,
             started_at=self.started_at_given(),
         )

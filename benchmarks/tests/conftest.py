@@ -42,6 +42,22 @@ def jsonl(*records: dict[str, Any] | bytes) -> bytes:
     return b"".join((r if isinstance(r, bytes) else orjson.dumps(r)) + b"\n" for r in records)
 
 
+def traced_import(data: bytes, filename: str = "traced.jsonl") -> tuple[Any, int]:
+    """Import data; the FileImport, and the most memory Python held at once while importing it."""
+    import io
+    import tracemalloc
+
+    from benchmarks.history.importer import import_bench_file
+
+    tracemalloc.start()
+    try:
+        result = import_bench_file(io.BytesIO(data), filename=filename, origin="command")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak
+
+
 def announced_host(name: str, models_dir: Path, files: tuple[str, ...] = ("m.gguf",), **fields: Any) -> Any:
     """A launch host as its worker would announce it, with these .gguf files written into models_dir."""
     from django.utils import timezone

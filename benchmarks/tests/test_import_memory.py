@@ -1,8 +1,5 @@
 """An import's memory is a constant plus one run, whatever the file's size and layout."""
 
-import io
-import tracemalloc
-
 import pytest
 from django.db import IntegrityError
 from django.test import Client
@@ -11,20 +8,14 @@ from django.urls import reverse
 from benchmarks.history import importer, reader
 from benchmarks.models import FileImport, RequestResult, Run
 
-from .conftest import flat, jsonl
+from .conftest import flat, jsonl, traced_import
 
 pytestmark = pytest.mark.django_db
 
 
 def import_peak_bytes(n_runs: int) -> int:
     """The most memory Python held at once while importing n_runs one-request runs."""
-    stream = io.BytesIO(jsonl(*(flat(run=f"{n_runs}-{i}") for i in range(n_runs))))
-    tracemalloc.start()
-    try:
-        result = importer.import_bench_file(stream, filename="many.jsonl", origin="command")
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    result, peak = traced_import(jsonl(*(flat(run=f"{n_runs}-{i}") for i in range(n_runs))), "many.jsonl")
     assert (result.status, result.n_runs, result.n_imported) == ("imported", n_runs, n_runs)
     return peak
 

@@ -60,11 +60,14 @@ def test_import_speed_imports_every_shape_both_ways_as_a_user_runs_it_and_prints
 def test_import_memory_imports_both_files_in_their_own_processes_and_prints_the_growth(tmp_path: Path) -> None:
     stdout = smoke("import_memory.py", tmp_path)
 
-    assert "growth (import peak at the larger file / at the smaller):" in stdout
-    measured = results(tmp_path, "import_memory")
-    assert [size["runs"] for size in measured["sizes"]] == [2_000, 20_000]
-    assert all(size["import_peak_mib"] >= 0 and size["seconds"] > 0 for size in measured["sizes"])
-    assert measured["growth"] > 0
+    assert "one run: growth (import peak at the larger file / at the smaller):" in stdout
+    shapes = results(tmp_path, "import_memory")["shapes"]
+    assert [(shape["shape"], [(s["runs"], s["requests"]) for s in shape["sizes"]]) for shape in shapes] == [
+        ("many runs", [(2_000, 2_000), (20_000, 20_000)]),
+        ("one run", [(1, 2_000), (1, 20_000)]),
+    ]
+    assert all(s["import_peak_mib"] >= 0 and s["seconds"] > 0 for shape in shapes for s in shape["sizes"])
+    assert all(shape["growth"] > 0 for shape in shapes)
     assert not list(tmp_path.glob("*.jsonl"))  # the generated files are removed
 
 
