@@ -196,6 +196,14 @@ def test_the_imports_name_no_uploader_to_strangers(stranger, user_client, user, 
     assert "command line by ana" in page(user_client, reverse("import-detail", args=[done.pk]))
 
 
+def test_a_sizing_snapshot_names_who_saved_it_to_the_logged_in_only(stranger, user_client):
+    saved = user_client.post(reverse("sizing-share"), {"query": "model=llama-3.1-8b&ctx_size=4096"})
+    assert saved.status_code == 302
+    anonymous = page(stranger, saved.url)  # a share link is for anyone; who saved it is not
+    assert "Saved " in anonymous and "by ana" not in anonymous and "Llama 3.1 8B" in anonymous
+    assert "by ana" in page(user_client, saved.url)
+
+
 AIPERF_DEEP = b'{"aiperf_version": "1", "unit": "ms", "records": ' + b"[" * 5000 + b"]" * 5000 + b"}"
 
 
