@@ -112,7 +112,9 @@ UPLOAD_DIR_PREFIX = "kvlab-upload-"  # benchmarks.history.importer.import_upload
 # From the prefix: the directory's random part, the folder of the files given (upload, upload-2, ...),
 # and what follows inside it (a file as it was uploaded, or a file of a folder given), if anything.
 # Each part bounded (tempfile's random part is 8 characters of [a-z0-9_]): linear whatever the text.
-_UPLOAD_TAIL = re.compile(r"kvlab-upload-\w{1,64}[/\\]upload(?:-\d{1,9})?(?:[/\\](?P<inside>[^\s,:;()'\"]+))?")
+_UPLOAD_TAIL = re.compile(
+    re.escape(UPLOAD_DIR_PREFIX) + r"\w{1,64}[/\\]upload(?:-\d{1,9})?(?:[/\\](?P<inside>[^\s,:;()'\"]+))?"
+)
 _PATH_STOPS = frozenset(" \t\r\n'\"([{=,;")
 GIVEN_TOGETHER = "the files given together"
 

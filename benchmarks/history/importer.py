@@ -31,6 +31,8 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import Model
 from django.utils import timezone
 
+from kvlab.visibility import UPLOAD_DIR_PREFIX
+
 from ..models import FileImport, RejectedLine, RequestResult, Run
 from . import derived, rollups, sqlite_batches
 from .formats import Declared, registry
@@ -413,7 +415,7 @@ def import_uploads(
     an llmperf summary with its responses, AIPerf's exports with inputs.json, a vLLM sweep's files) are
     one import, as their directory would be; every other file is one import of its own."""
     common: dict[str, Any] = {"origin": origin, "user": user, "declared": declared, "server_log": server_log}
-    with tempfile.TemporaryDirectory(prefix="kvlab-upload-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=UPLOAD_DIR_PREFIX) as tmp:
         given_as: dict[Path, str] = {}  # each file written -> its name as uploaded
         times_named: dict[str, int] = {}
         for upload in uploads:
