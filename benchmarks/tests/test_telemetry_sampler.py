@@ -243,11 +243,12 @@ def test_a_server_that_hangs_is_given_up_on_and_stop_is_prompt() -> None:
         (b"<html>not json</html>", b"not prometheus", 200, "failed: ", "failed: the answer holds no llamacpp"),
         (b'{"id": 0}', HEALTHY_METRICS, 200, "failed: the answer is not a list of slots", "ok"),
         (b"[" * 5000 + b"]" * 5000, HEALTHY_METRICS, 200, "failed: ", "ok"),
+        (b"[" * 100 + b"]" * 100, HEALTHY_METRICS, 200, "failed: nested more than 64 levels", "ok"),  # orjson reads it
         (b"boom", b"boom", 500, "failed: HTTP 500", "failed: HTTP 500"),
         (b"", b"", 404, "off: HTTP 404", "off: HTTP 404"),
         (b"", b"", 401, "off: HTTP 401 (the API key was refused)", "off: HTTP 401 (the API key was refused)"),
     ],
-    ids=["garbage", "object", "deep", "500", "404", "401"],
+    ids=["garbage", "object", "deep", "deep-for-kvlab", "500", "404", "401"],
 )
 def test_bad_answers_are_recorded_once_and_never_raise(
     slots_body: bytes, metrics_body: bytes, status: int, slots_source: str, metrics_source: str

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 import time
 from collections.abc import Callable
@@ -27,7 +26,8 @@ from typing import Any
 
 import aiohttp
 import aiohttp.http_exceptions
-import orjson
+
+from kvlab import bounded_parse
 
 from ..client.stream import session_for
 from ..client.target import Target
@@ -97,12 +97,10 @@ def slim_slots(data: Any) -> list[dict[str, Any]] | None:
 
 
 def _loads(body: bytes) -> Any:
-    """JSON, fast; what orjson refuses (an integer past 64 bits, 1e400) through the standard
-    parser, whose odd values the series then reads as "not said"."""
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return json.loads(body)
+    """JSON within kvlab.bounded_parse's bounds (a Refused is a ValueError: that poll failed), fast; what
+    orjson refuses (an integer past 64 bits, 1e400) through the standard parser, whose odd values the
+    series then reads as "not said"."""
+    return bounded_parse.loads(body, fallback=True)
 
 
 class _Sampler:
