@@ -173,6 +173,26 @@ def test_a_run_in_pieces_read_again_adds_nothing_and_grown_gains_only_its_new_re
 
 
 @pytest.mark.parametrize("path", PATHS)
+def test_two_large_runs_whose_lines_alternate_are_each_stored_whole(monkeypatch, path):
+    # Interleaved runs take the careful path whichever path was tried: each run's lines are merged in
+    # line order from the spill file, a piece at a time.
+    lines = []
+    for i in range(3 * PIECE + 2):
+        lines.append(flat(run="a", tok_s=float(i), elapsed_s=0.5 + i))
+        lines.append(flat(run="b", tok_s=float(i % 4), elapsed_s=1.0, ctx_size=... if i < 2 * PIECE else 8192))
+
+    results, _, _ = imported_both_ways(monkeypatch, path, [jsonl(*lines)])
+
+    assert results == [("imported", 2, 2, 2 * (3 * PIECE + 2), 0, 0, 0)]
+    a, b = Run.objects.get(key="a"), Run.objects.get(key="b")
+    assert (a.n_requests, b.n_requests, b.ctx_size) == (3 * PIECE + 2, 3 * PIECE + 2, 8192)
+    assert list(a.requests.order_by("seq").values_list("tok_s", flat=True)) == [float(i) for i in range(3 * PIECE + 2)]
+    assert list(b.requests.order_by("seq").values_list("occurrence", flat=True)) == [
+        i // 4 for i in range(3 * PIECE + 2)
+    ]
+
+
+@pytest.mark.parametrize("path", PATHS)
 def test_a_later_piece_that_contradicts_its_run_rejects_the_whole_file(monkeypatch, path):
     do_import = import_by(path, monkeypatch)
     monkeypatch.setattr(reader, "RUN_PIECE", PIECE)
