@@ -314,7 +314,7 @@ def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport,
     )
     update_run = _run_update(run_table)
     stored = 0
-    with sqlite_batches.BatchWriter() as writer:
+    with sqlite_batches.BatchWriter(run_table) as writer:
         for batch in batches:
             builder = _RequestRows()
             request_row = builder.build

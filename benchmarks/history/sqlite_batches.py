@@ -10,11 +10,13 @@ take the GIL back for every row's values and wait, each time, for the reader to 
 (Python's switch interval, 5 ms): ten times slower.
 
 The rows are the very rows the single-thread path stores with ``executemany`` (with a run's key
-where that path has its id, looked up by the key's unique index), bound the same way, so what
-is stored is exactly what it stores. (Until issue 26 a batch went over as one JSON array that
-SQLite expanded with ``json_each``: SQLite then parsed each row's JSON once per column, three to
-four times the CPU — 107 against 29 µs a run of 48 columns, 17 against 8 µs a request — which a
-machine without a free second core waited for in full.)
+where that path has its id: this thread puts the id in before the statement runs, from the runs
+stored since it last looked, read down the primary key, instead of SQLite looking each row's key
+up in the key's unique index), bound the same way, so what is stored is exactly what it stores.
+(Until issue 26 a batch went over as one JSON array that SQLite expanded with ``json_each``: SQLite
+then parsed each row's JSON once per column, three to four times the CPU — 107 against 29 µs a run
+of 48 columns, 17 against 8 µs a request — which a machine without a free second core waited for in
+full.)
 
 The thread uses the import's own connection, inside its transaction; the reader does
 not touch the database until the thread has stopped. At most QUEUED batches wait, so
@@ -32,6 +34,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from itertools import chain, islice
 from types import TracebackType
 from typing import IO, Any
@@ -100,21 +103,35 @@ def worth_it(stream: IO[bytes]) -> bool:
     return size - here >= MIN_BYTES
 
 
+@dataclass(frozen=True)
+class RunKeys:
+    """Said of a statement's values: the first of each row of `width` values is a run's key, which
+    BatchWriter replaces by that run's id (in `run_table`) before the statement runs."""
+
+    width: int
+    run_table: str
+
+
+# (sql, values) or (sql, values, RunKeys): what BatchWriter runs
+Statement = tuple[str, list[Any]] | tuple[str, list[Any], RunKeys]
+
+
 class RowsStatement:
     """A statement of many rows: ``template`` with ``{rows}`` where the rows' value lists go, each
     ``row`` (its ``%s`` marks in a row's value order); statements() splits rows into statements of
-    ROWS_PER_STATEMENT rows, fewer where SQLite's limit on bound values says so."""
+    ROWS_PER_STATEMENT rows, fewer where SQLite's limit on bound values says so. keys: each row's
+    first value is a run's key, stored as the run's id (BatchWriter looks it up)."""
 
-    def __init__(self, template: str, row: str) -> None:
-        self.template, self.row = template, row
+    def __init__(self, template: str, row: str, keys: RunKeys | None = None) -> None:
+        self.template, self.row, self.keys = template, row, keys
         self.width = row.count("%s")
         self._sql: dict[int, str] = {}
 
-    def statements(self, rows: Sequence[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
+    def statements(self, rows: Sequence[Sequence[Any]]) -> list[Statement]:
         """(sql, its values flattened) for consecutive chunks of rows."""
         return self._chunked(len(rows), iter(rows))
 
-    def column_statements(self, columns: Sequence[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
+    def column_statements(self, columns: Sequence[Sequence[Any]]) -> list[Statement]:
         """statements() of the rows whose values are columns (each column one value of every row, in the
         rows' order): the rows are never built one by one, each chunk's values are laid out by C."""
         if len(columns) != self.width:
@@ -124,15 +141,16 @@ class RowsStatement:
             raise ValueError("columns of different lengths")
         return self._chunked(n, zip(*columns, strict=True))
 
-    def _chunked(self, n: int, rows: Iterator[Sequence[Any]]) -> list[tuple[str, list[Any]]]:
+    def _chunked(self, n: int, rows: Iterator[Sequence[Any]]) -> list[Statement]:
         per = max(1, min(ROWS_PER_STATEMENT, _max_values() // self.width))
-        out = []
+        out: list[Statement] = []
         for start in range(0, n, per):
             size = min(per, n - start)
             sql = self._sql.get(size)
             if sql is None:
                 sql = self._sql[size] = self.template.format(rows=", ".join([self.row] * size))
-            out.append((sql, list(chain.from_iterable(islice(rows, size)))))
+            values = list(chain.from_iterable(islice(rows, size)))
+            out.append((sql, values) if self.keys is None else (sql, values, self.keys))
         return out
 
 
@@ -144,31 +162,38 @@ def _max_values() -> int:
 
 def insert_rows(table: str, columns: Sequence[str], *, run_table: str | None = None) -> RowsStatement:
     """INSERT of rows (values in columns order). With run_table, the first value of each row is its
-    run's key, stored as that run's id (the run is inserted first)."""
+    run's key, stored as that run's id (the run is inserted first: BatchWriter looks it up)."""
     quote = connection.ops.quote_name
-    marks = ["%s"] * len(columns)
-    if run_table is not None:
-        marks[0] = f"(SELECT {quote('id')} FROM {quote(run_table)} WHERE {quote('key')} = %s)"
     names = ", ".join(quote(c) for c in columns)
-    return RowsStatement(f"INSERT INTO {quote(table)} ({names}) VALUES {{rows}}", f"({', '.join(marks)})")
+    keys = None if run_table is None else RunKeys(len(columns), run_table)
+    return RowsStatement(
+        f"INSERT INTO {quote(table)} ({names}) VALUES {{rows}}", f"({', '.join(['%s'] * len(columns))})", keys
+    )
 
 
 class BatchWriter:
     """A thread that runs (sql, values) statements in order; use as a context manager."""
 
-    def __init__(self) -> None:
-        self._queue: queue.Queue[list[tuple[str, list[Any]]] | None] = queue.Queue(maxsize=QUEUED)
+    def __init__(self, run_table: str | None = None) -> None:
+        """run_table: where the runs whose keys statements name (RunKeys) are stored, by this import."""
+        self._queue: queue.Queue[list[Statement] | None] = queue.Queue(maxsize=QUEUED)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._work, name="kvlab-import-writer", daemon=True)
         self._raw = connection.connection  # the import's transaction is open on it
         self._wrap_errors = connection.wrap_database_errors
         self._joined = False
+        self._ids: dict[str, int] = {}  # run key -> id, of the runs stored since the last look
+        self._seen_up_to: dict[str, int] = {}  # run table -> the highest id looked at
+        self._run_table = run_table
 
     def __enter__(self) -> BatchWriter:
+        if self._run_table is not None:  # the runs stored from now on are this import's
+            found = self._raw.execute(f'SELECT COALESCE(MAX(id), 0) FROM "{self._run_table}"').fetchone()
+            self._seen_up_to[self._run_table] = found[0]
         self._thread.start()
         return self
 
-    def put(self, statements: list[tuple[str, list[Any]]]) -> None:
+    def put(self, statements: list[Statement]) -> None:
         """Hand a batch's statements over (waits while QUEUED batches wait); raises the thread's error."""
         self._raise_error()
         self._queue.put(statements)
@@ -203,11 +228,42 @@ class BatchWriter:
                 continue
             try:
                 with self._wrap_errors:
-                    for sql, values in statements:
-                        self.execute(sql, values)
+                    for statement in statements:
+                        if len(statement) == 3:
+                            self._put_run_ids(statement[1], statement[2])
+                        self.execute(statement[0], statement[1])
             except BaseException as exc:  # handed to the reader, which raises it
                 self._error = exc
 
     def execute(self, sql: str, values: list[Any]) -> None:
         """Run one statement on the import's connection (in this thread)."""
         self._raw.execute(sql.replace("%s", "?"), values)
+
+    def _put_run_ids(self, values: list[Any], keys: RunKeys) -> None:
+        """Replace each row's run key (its first value) by the run's id, in place.
+
+        The ids of the runs stored since the last look are read in one range of the primary key (the
+        import's transaction holds SQLite's write lock: every run stored since is this import's); a
+        run stored in an earlier batch (a run whose pieces span batches) is looked up by its key.
+        """
+        column = values[0 :: keys.width]
+        ids = self._ids
+        if any(key not in ids for key in column):
+            self._look(keys.run_table)
+            for key in column:
+                if key not in ids:
+                    found = self._raw.execute(f'SELECT id FROM "{keys.run_table}" WHERE key = ?', [key]).fetchone()
+                    if found is None:
+                        raise sqlite3.IntegrityError(f"NOT NULL constraint failed: no run {key!r} is stored")
+                    ids[key] = found[0]
+        values[0 :: keys.width] = [ids[key] for key in column]
+
+    def _look(self, run_table: str) -> None:
+        """Learn the ids of the runs stored since the last look (forgetting the earlier ones)."""
+        low = self._seen_up_to.get(run_table)
+        if low is None:
+            raise RuntimeError(f"BatchWriter was not told of {run_table} when it started")
+        rows = self._raw.execute(f'SELECT key, id FROM "{run_table}" WHERE id > ?', [low]).fetchall()
+        self._ids = dict(rows)
+        if rows:
+            self._seen_up_to[run_table] = max(pk for _, pk in rows)

@@ -6,7 +6,7 @@ before: bench/import_write_identity.py; the runs table's indexes and what uses e
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
 from benchmarks.history import importer, sqlite_batches
@@ -123,3 +123,46 @@ def test_a_connection_with_a_larger_cache_keeps_it():
     finally:
         with connection.cursor() as cursor:
             cursor.execute("PRAGMA cache_size = -2000")
+
+
+@on_sqlite
+def test_the_writer_thread_gives_each_request_its_runs_id_not_a_lookup_of_its_key(import_bytes, monkeypatch):
+    # SQLite looked each request's run up by its key in the key's unique index (a third of a request
+    # INSERT); the writer reads the ids of the runs stored since it last looked in one range instead.
+    monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 0)
+    monkeypatch.setattr(importer, "INSERT_BATCH", 6)  # several batches: ids learned batch by batch
+    monkeypatch.setattr("benchmarks.history.reader.RUN_PIECE", 4)  # and a run whose pieces span them
+    import_bytes(jsonl(*(flat(run=f"old-{i}") for i in range(5))))  # runs stored before, not this import's
+    ran: list[tuple[str, list[object]]] = []
+    real = sqlite_batches.BatchWriter.execute
+    monkeypatch.setattr(
+        sqlite_batches.BatchWriter,
+        "execute",
+        lambda self, sql, values: ran.append((sql, values)) or real(self, sql, values),
+    )
+    lines = [flat(run=f"r{i // 3}", tok_s=float(i)) for i in range(30)] + [
+        flat(run="big", tok_s=float(i)) for i in range(11)
+    ]
+
+    result = import_bytes(jsonl(*lines))
+
+    assert (result.status, result.n_new_runs, result.n_imported) == ("imported", 11, 41)
+    inserts = [(sql, values) for sql, values in ran if sql.startswith('INSERT INTO "benchmarks_requestresult"')]
+    assert len(inserts) > 3 and not any("SELECT" in sql for sql, _ in inserts)
+    ids = dict(Run.objects.values_list("key", "pk"))
+    for run in Run.objects.filter(first_import=result):
+        assert list(run.requests.order_by("seq").values_list("run_id", flat=True)) == [ids[run.key]] * run.n_requests
+    assert Run.objects.get(key="big").n_requests == 11
+
+
+@on_sqlite
+def test_a_request_whose_run_the_writer_cannot_find_fails_the_batch_as_a_database_error(db):
+    # an IntegrityError, as the key lookup's NULL run was: the file then takes the careful path
+    keys = sqlite_batches.RunKeys(2, "benchmarks_run")
+    insert = 'INSERT INTO "benchmarks_requestresult" ("run_id", "seq") VALUES (%s, %s)'
+    with (
+        pytest.raises(IntegrityError, match="no run 'nowhere' is stored"),
+        sqlite_batches.BatchWriter("benchmarks_run") as writer,
+    ):
+        writer.put([(insert, ["nowhere", 0], keys)])
+        writer.finish()
