@@ -103,10 +103,11 @@ class RunTally:
         self.elapsed_max: float | None = None
         self.output_total = 0
         self.outputs_complete = True  # every ok request reported its output tokens
-        self.rates = array("d")
-        self.ttfts = array("d")
-        self.e2es = array("d")
-        self.tpots = array("d")  # of the ok requests with a TTFT (a run with no TTFT has no TPOT)
+        # lists while one piece is in (sorted as they are), arrays of doubles once a second comes
+        self.rates: list[float] | array[float] = []
+        self.ttfts: list[float] | array[float] = []
+        self.e2es: list[float] | array[float] = []
+        self.tpots: list[float] | array[float] = []  # of the ok requests with a TTFT (a run with no TTFT has no TPOT)
         self.gaps = array("d")
 
     def add(self, rows: Sequence[Sequence[Any]], itl: Iterable[Sequence[float] | None] | None = None) -> None:
@@ -166,6 +167,13 @@ class RunTally:
             self.outputs_complete = False
         elif self.outputs_complete:
             self.output_total += sum(outputs)  # type: ignore[arg-type]
+        if self.n_requests == len(rows):  # the first piece (or the whole run): its lists kept as they are
+            self.rates, self.ttfts, self.e2es, self.tpots = rates, ttfts, e2es, tpots
+            return
+        if type(self.rates) is list:  # a second piece: from now on 8 bytes a value
+            self.rates, self.ttfts, self.e2es, self.tpots = (
+                array("d", values) for values in (self.rates, self.ttfts, self.e2es, self.tpots)
+            )
         self.rates.extend(rates)
         self.ttfts.extend(ttfts)
         self.e2es.extend(e2es)
