@@ -166,3 +166,32 @@ def test_a_request_whose_run_the_writer_cannot_find_fails_the_batch_as_a_databas
     ):
         writer.put([(insert, ["nowhere", 0], keys)])
         writer.finish()
+
+
+@on_sqlite
+def test_the_writer_runs_with_a_short_switch_interval_and_leaves_the_processs_own(import_bytes, monkeypatch):
+    # The writer takes the GIL back for every statement's values; with Python's 5 ms it waited that long
+    # for the reader each time. Short while a writer runs, the process's own again after, even on an error.
+    import sys
+
+    monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 0)
+    seen: list[float] = []
+    real = sqlite_batches.BatchWriter.execute
+    monkeypatch.setattr(
+        sqlite_batches.BatchWriter,
+        "execute",
+        lambda self, sql, values: seen.append(sys.getswitchinterval()) or real(self, sql, values),
+    )
+    own = sys.getswitchinterval()
+    assert own > sqlite_batches.SWITCH_INTERVAL_S
+
+    assert import_bytes(jsonl(*(flat(run=f"r{i}") for i in range(20)))).status == "imported"
+    assert seen and set(seen) == {sqlite_batches.SWITCH_INTERVAL_S}
+    assert sys.getswitchinterval() == own
+
+    keys = sqlite_batches.RunKeys(2, "benchmarks_run")
+    insert = 'INSERT INTO "benchmarks_requestresult" ("run_id", "seq") VALUES (%s, %s)'
+    with pytest.raises(IntegrityError), sqlite_batches.BatchWriter("benchmarks_run") as writer:
+        writer.put([(insert, ["nowhere", 0], keys)])
+        writer.finish()
+    assert sys.getswitchinterval() == own
