@@ -89,7 +89,7 @@ class ParsedRun:
     n_summary_records: int = 0  # summary records read (a repeated identical one is a duplicate)
     # A run of more than RUN_PIECE requests is handed over in pieces of RUN_PIECE, in order: part 0
     # first, `last` on the final one. A piece holds its own requests, their occurrences counted over
-    # the run's earlier pieces too (_Occurrences); its values and summary are the run's as read so
+    # the run's earlier pieces too (_Occurrences.settled); its values and summary are the run's as read so
     # far (the last piece's are the whole run's).
     part: int = 0
     last: bool = True
@@ -206,9 +206,14 @@ class _Occurrences:
     def __init__(self) -> None:
         self.db: sqlite3.Connection | None = None
 
-    def settle(self, piece: ParsedRun) -> None:
-        """Count piece's requests' occurrences over its run's earlier pieces too; call it for each
-        piece of a run in pieces, in order, before the piece is handed over."""
+    def settled(self, piece: ParsedRun) -> ParsedRun:
+        """piece, its requests' occurrences counted over its run's earlier pieces too (a run read whole
+        is handed over as it is); call it for each run and piece, in order, as it is handed over."""
+        if piece.part or not piece.last:
+            self._settle(piece)
+        return piece
+
+    def _settle(self, piece: ParsedRun) -> None:
         if self.db is None:
             self.db = sqlite3.connect("")
             self.db.executescript(
@@ -328,9 +333,7 @@ class SpilledFile:
         run_values: tuple[Any, ...] = ()
         for _first_line, key, lines in self.spill.execute(query):
             if run is not None and key != run.key:
-                if run.part:
-                    occurrences.settle(run)
-                yield run
+                yield occurrences.settled(run)
                 run = None
             for line_no, values, ts_us, request, extra, content_hash, excerpt, special in marshal.loads(lines):
                 if values is not None:
@@ -351,12 +354,9 @@ class SpilledFile:
                     self.rejects.add(LineError(line_no, str(exc), excerpt_of(excerpt or b"")))
                 if len(run.records) == RUN_PIECE:
                     run, piece = run.next_piece(), run
-                    occurrences.settle(piece)
-                    yield piece
+                    yield occurrences.settled(piece)
         if run is not None:
-            if run.part:
-                occurrences.settle(run)
-            yield run
+            yield occurrences.settled(run)
 
 
 def _unspill_run(values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -416,9 +416,7 @@ def runs_as_read(
             counts.n_records += 1
             if run is None or record.run[0] != run.key:
                 if run is not None:
-                    if run.part:
-                        occurrences.settle(run)
-                    yield run
+                    yield occurrences.settled(run)
                 run = ParsedRun.start(line_no, record)
                 counts.n_runs += 1
                 keys.append((run.key,))
@@ -430,14 +428,11 @@ def runs_as_read(
                 raise NotInOrder from None
             if len(run.records) == RUN_PIECE:
                 run, piece = run.next_piece(), run
-                occurrences.settle(piece)
-                yield piece
+                yield occurrences.settled(piece)
         _remember_keys(seen, keys)  # before the last run is handed over: a split run is found in time
         counts.sha256, counts.size_bytes = reader.digest.hexdigest(), reader.size
         if run is not None:
-            if run.part:
-                occurrences.settle(run)
-            yield run
+            yield occurrences.settled(run)
     finally:
         seen.close()
         occurrences.close()
