@@ -97,8 +97,8 @@ def defer(new_ids: Sequence[int], other_ids: Sequence[int] = (), were: Sequence[
     """Leave these runs in the backlog, however few, and ask a worker to count them once the caller's
     transaction commits (the regressions page, which never counts them while serving a GET)."""
     DerivedBacklog.objects.create(
-        first_run_id=(new_ids[0] if isinstance(new_ids, range) else min(new_ids)) if new_ids else None,
-        last_run_id=(new_ids[-1] if isinstance(new_ids, range) else max(new_ids)) if new_ids else None,
+        first_run_id=min(new_ids) if new_ids else None,
+        last_run_id=max(new_ids) if new_ids else None,
         run_ids=list(other_ids),
         were=[list(p) for p in were],
         n_runs=len(new_ids) + len(other_ids),
