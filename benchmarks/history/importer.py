@@ -134,7 +134,7 @@ class _Streamed:
     """
 
     key: str
-    next_seq: int
+    next_seq: int = 0  # the seq its next request takes
     tally: RunTally = field(default_factory=RunTally)
     run_id: int | None = None  # of a new run stored in this thread
     stored: Run | None = None  # the run as stored before this import, when it was
@@ -146,6 +146,18 @@ class _Streamed:
         entries = piece.records
         self.tally.add([record.request for _, record, _ in entries], [record.itl for _, record, _ in entries])
         self.next_seq += len(entries)
+
+    def new_rows(
+        self, piece: ParsedRun, request_row: Callable[..., tuple[Any, ...]], run: Any
+    ) -> list[tuple[Any, ...]]:
+        """A later piece of a new run: its request rows (run: the run's id, or its key for the writer
+        thread), numbered on from the pieces before it; then the piece is added."""
+        rows = [
+            request_row(run, self.next_seq + seq, record, occurrence)
+            for seq, (_line_no, record, occurrence) in enumerate(piece.records)
+        ]
+        self.add(piece)
+        return rows
 
 
 def _with_import_cache(function: Callable[P, R]) -> Callable[P, R]:
@@ -304,7 +316,7 @@ def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport,
     quote = connection.ops.quote_name
     run_table = Run._meta.db_table
     request_table = RequestResult._meta.db_table
-    insert_requests = sqlite_batches.insert_rows(request_table, REQUEST_INSERT_COLUMNS, run_table=run_table)
+    insert_requests = sqlite_batches.insert_rows(request_table, REQUEST_INSERT_COLUMNS, keyed_by_run=True)
     set_itl = sqlite_batches.RowsStatement(
         f"UPDATE {quote(request_table)} SET {quote('itl_s')} = v.column1 FROM (VALUES {{rows}}) AS v "
         f"WHERE {quote(request_table)}.{quote('run_id')} = "
@@ -312,7 +324,6 @@ def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport,
         f"AND {quote(request_table)}.{quote('seq')} = v.column3",
         "(%s, %s, %s)",
     )
-    update_run = _run_update(run_table)
     stored = 0
     with sqlite_batches.BatchWriter(run_table) as writer:
         for batch in batches:
@@ -329,17 +340,13 @@ def _write_new_runs(batches: Iterator[list[ParsedRun]], file_import: FileImport,
                 streamed = context.streamed
                 if not run.part:
                     if not run.last:
-                        context.streamed = streamed = _Streamed(run.key, 0)
+                        context.streamed = streamed = _Streamed(run.key)
                         streamed.add(run)
                     continue
                 assert streamed is not None and streamed.key == run.key, "a run's pieces come in order"
-                requests += (
-                    request_row(run.key, streamed.next_seq + seq, record, occurrence)
-                    for seq, (_line_no, record, occurrence) in enumerate(run.records)
-                )
-                streamed.add(run)
+                requests += streamed.new_rows(run, request_row, run.key)
                 if run.last:
-                    statements += _finished_run_update(update_run, run, streamed, file_import)
+                    statements.append(_finished_run_update(run, streamed, file_import))
                     context.streamed = None
             statements += insert_requests.statements(requests)
             if builder.itl:
@@ -533,7 +540,7 @@ def _store_batch(runs: list[ParsedRun], file_import: FileImport | None, rejects:
         if not run.part:
             stored = existing.get(run.key)
             if not run.last:
-                context.streamed = _Streamed(run.key, 0, stored=stored)
+                context.streamed = _Streamed(run.key, stored=stored)
         else:
             assert context.streamed is not None and context.streamed.key == run.key, "a run's pieces come in order"
             stored = context.streamed.stored
@@ -590,12 +597,7 @@ def _store_piece(
     builder = _RequestRows()
     request_row = builder.build
     if streamed.stored is None:
-        run_id = streamed.run_id
-        rows = [
-            request_row(run_id, streamed.next_seq + seq, record, occurrence)
-            for seq, (_line_no, record, occurrence) in enumerate(piece.records)
-        ]
-        streamed.add(piece)
+        rows = streamed.new_rows(piece, request_row, streamed.run_id)
     else:
         run_id = streamed.stored.pk
         known = _known_in_run(run_id, {record.content_hash for _, record, _ in piece.records})
@@ -609,8 +611,7 @@ def _store_piece(
     if piece.last:
         if streamed.stored is None:
             with connection.cursor() as cursor:
-                for sql, values in _finished_run_update(_run_update(Run._meta.db_table), piece, streamed, file_import):
-                    cursor.execute(sql, values)
+                cursor.execute(*_finished_run_update(piece, streamed, file_import))
             context.n_summaries += piece.summary is not None
         else:
             _finish_stored_run(piece, streamed, context)
@@ -853,19 +854,17 @@ _UPDATED_RUN_COLUMNS = tuple(
 
 
 @functools.cache
-def _run_update(run_table: str) -> str:
+def _run_update() -> str:
     quote = connection.ops.quote_name
     assignments = ", ".join(f"{quote(RUN_INSERT_COLUMNS[i])} = %s" for i in _UPDATED_RUN_COLUMNS)
-    return f"UPDATE {quote(run_table)} SET {assignments} WHERE {quote('key')} = %s"
+    return f"UPDATE {quote(Run._meta.db_table)} SET {assignments} WHERE {quote('key')} = %s"
 
 
-def _finished_run_update(
-    sql: str, last: ParsedRun, streamed: _Streamed, file_import: FileImport
-) -> list[tuple[str, list[Any]]]:
+def _finished_run_update(last: ParsedRun, streamed: _Streamed, file_import: FileImport) -> tuple[str, list[Any]]:
     """The UPDATE that gives a run stored in pieces its whole values and aggregates (last: its last piece)."""
     aggregates = streamed.tally.result(last.values[_WALL_S])
     columns = _new_run_columns([last], file_import, tallied=[aggregates])
-    return [(sql, [*(columns[i][0] for i in _UPDATED_RUN_COLUMNS), last.key])]
+    return _run_update(), [*(columns[i][0] for i in _UPDATED_RUN_COLUMNS), last.key]
 
 
 @functools.cache

@@ -111,10 +111,9 @@ def worth_it(stream: IO[bytes]) -> bool:
 @dataclass(frozen=True)
 class RunKeys:
     """Said of a statement's values: the first of each row of `width` values is a run's key, which
-    BatchWriter replaces by that run's id (in `run_table`) before the statement runs."""
+    BatchWriter replaces by that run's id (in its run table) before the statement runs."""
 
     width: int
-    run_table: str
 
 
 # (sql, values) or (sql, values, RunKeys): what BatchWriter runs
@@ -165,12 +164,12 @@ def _max_values() -> int:
     return connection.connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # type: ignore[no-any-return]
 
 
-def insert_rows(table: str, columns: Sequence[str], *, run_table: str | None = None) -> RowsStatement:
-    """INSERT of rows (values in columns order). With run_table, the first value of each row is its
+def insert_rows(table: str, columns: Sequence[str], *, keyed_by_run: bool = False) -> RowsStatement:
+    """INSERT of rows (values in columns order). keyed_by_run: the first value of each row is its
     run's key, stored as that run's id (the run is inserted first: BatchWriter looks it up)."""
     quote = connection.ops.quote_name
     names = ", ".join(quote(c) for c in columns)
-    keys = None if run_table is None else RunKeys(len(columns), run_table)
+    keys = RunKeys(len(columns)) if keyed_by_run else None
     return RowsStatement(
         f"INSERT INTO {quote(table)} ({names}) VALUES {{rows}}", f"({', '.join(['%s'] * len(columns))})", keys
     )
@@ -214,13 +213,13 @@ class BatchWriter:
         self._wrap_errors = connection.wrap_database_errors
         self._joined = False
         self._ids: dict[str, int] = {}  # run key -> id, of the runs stored since the last look
-        self._seen_up_to: dict[str, int] = {}  # run table -> the highest id looked at
+        self._seen_up_to = 0  # the highest run id looked at
         self._run_table = run_table
 
     def __enter__(self) -> BatchWriter:
         if self._run_table is not None:  # the runs stored from now on are this import's
             found = self._raw.execute(f'SELECT COALESCE(MAX(id), 0) FROM "{self._run_table}"').fetchone()
-            self._seen_up_to[self._run_table] = found[0]
+            self._seen_up_to = found[0]
         _short_switches.enter()
         try:
             self._thread.start()
@@ -283,24 +282,24 @@ class BatchWriter:
         import's transaction holds SQLite's write lock: every run stored since is this import's); a
         run stored in an earlier batch (a run whose pieces span batches) is looked up by its key.
         """
+        if self._run_table is None:
+            raise RuntimeError("BatchWriter was not told where the runs are stored")
         column = values[0 :: keys.width]
         ids = self._ids
         if any(key not in ids for key in column):
-            self._look(keys.run_table)
+            self._look()
             for key in column:
                 if key not in ids:
-                    found = self._raw.execute(f'SELECT id FROM "{keys.run_table}" WHERE key = ?', [key]).fetchone()
+                    found = self._raw.execute(f'SELECT id FROM "{self._run_table}" WHERE key = ?', [key]).fetchone()
                     if found is None:
                         raise sqlite3.IntegrityError(f"NOT NULL constraint failed: no run {key!r} is stored")
                     ids[key] = found[0]
         values[0 :: keys.width] = [ids[key] for key in column]
 
-    def _look(self, run_table: str) -> None:
+    def _look(self) -> None:
         """Learn the ids of the runs stored since the last look (forgetting the earlier ones)."""
-        low = self._seen_up_to.get(run_table)
-        if low is None:
-            raise RuntimeError(f"BatchWriter was not told of {run_table} when it started")
-        rows = self._raw.execute(f'SELECT key, id FROM "{run_table}" WHERE id > ?', [low]).fetchall()
+        query = f'SELECT key, id FROM "{self._run_table}" WHERE id > ?'
+        rows = self._raw.execute(query, [self._seen_up_to]).fetchall()
         self._ids = dict(rows)
         if rows:
-            self._seen_up_to[run_table] = max(pk for _, pk in rows)
+            self._seen_up_to = max(pk for _, pk in rows)

@@ -158,7 +158,7 @@ def test_the_writer_thread_gives_each_request_its_runs_id_not_a_lookup_of_its_ke
 @on_sqlite
 def test_a_request_whose_run_the_writer_cannot_find_fails_the_batch_as_a_database_error(db):
     # an IntegrityError, as the key lookup's NULL run was: the file then takes the careful path
-    keys = sqlite_batches.RunKeys(2, "benchmarks_run")
+    keys = sqlite_batches.RunKeys(2)
     insert = 'INSERT INTO "benchmarks_requestresult" ("run_id", "seq") VALUES (%s, %s)'
     with (
         pytest.raises(IntegrityError, match="no run 'nowhere' is stored"),
@@ -189,7 +189,7 @@ def test_the_writer_runs_with_a_short_switch_interval_and_leaves_the_processs_ow
     assert seen and set(seen) == {sqlite_batches.SWITCH_INTERVAL_S}
     assert sys.getswitchinterval() == own
 
-    keys = sqlite_batches.RunKeys(2, "benchmarks_run")
+    keys = sqlite_batches.RunKeys(2)
     insert = 'INSERT INTO "benchmarks_requestresult" ("run_id", "seq") VALUES (%s, %s)'
     with pytest.raises(IntegrityError), sqlite_batches.BatchWriter("benchmarks_run") as writer:
         writer.put([(insert, ["nowhere", 0], keys)])
