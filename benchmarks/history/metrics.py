@@ -144,8 +144,8 @@ class RunTally:
                 outputs.append(output)
                 if (ttft := row[TTFT_S]) is not None:
                     ttfts.append(ttft)
-                    if e2e is not None and output is not None and output >= 2:
-                        tpots.append((e2e - ttft) / (output - 1))  # tpot(), inline
+                    if (per_token := tpot(e2e, ttft, output)) is not None:
+                        tpots.append(per_token)
                 if e2e is not None:
                     e2es.append(e2e)
         self.n_requests += len(rows)
