@@ -58,6 +58,25 @@ def traced_import(data: bytes, filename: str = "traced.jsonl") -> tuple[Any, int
     return result, peak
 
 
+def stored_rows() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Every stored run (by key) and request (by run key and seq), each with every column but its ids and
+    the wall clock of its import; floats as their bytes, so 0.0 and -0.0 or two neighbouring doubles differ."""
+    import struct
+
+    from benchmarks.models import RequestResult, Run
+
+    def bits(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        return [tuple(struct.pack("<d", v) if type(v) is float else v for v in row) for row in rows]
+
+    run_fields = [
+        f.attname for f in Run._meta.concrete_fields if f.attname not in {"id", "created_at", "first_import_id"}
+    ]
+    request_fields = [f.attname for f in RequestResult._meta.concrete_fields if f.attname not in {"id", "run_id"}]
+    runs = list(Run.objects.order_by("key").values_list(*run_fields))
+    requests = list(RequestResult.objects.order_by("run__key", "seq").values_list("run__key", *request_fields))
+    return bits(runs), bits(requests)
+
+
 def announced_host(name: str, models_dir: Path, files: tuple[str, ...] = ("m.gguf",), **fields: Any) -> Any:
     """A launch host as its worker would announce it, with these .gguf files written into models_dir."""
     from django.utils import timezone

@@ -24,12 +24,10 @@ from benchmarks.history.metrics import RunTally, summarize
 from benchmarks.history.records import SCHEMA_V2
 from benchmarks.models import FileImport, RequestResult, Run
 
-from .conftest import flat, jsonl, traced_import
+from .conftest import flat, jsonl, stored_rows, traced_import
 
 pytestmark = pytest.mark.django_db
 
-RUN_FIELDS = [f.attname for f in Run._meta.concrete_fields if f.attname not in {"id", "created_at", "first_import_id"}]
-REQUEST_FIELDS = [f.attname for f in RequestResult._meta.concrete_fields if f.attname not in {"id", "run_id"}]
 PIECE = 7  # requests a piece in these tests (RUN_PIECE is 5,000)
 WHOLE = 10**9  # no run is split
 
@@ -94,17 +92,6 @@ def import_by(path: str, monkeypatch: pytest.MonkeyPatch) -> Callable[[bytes], F
     return run
 
 
-def snapshot() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    """Every stored run and request, floats as their bytes (0.0 and -0.0, neighbouring doubles differ)."""
-
-    def bits(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        return [tuple(struct.pack("<d", v) if type(v) is float else v for v in row) for row in rows]
-
-    runs = list(Run.objects.order_by("key").values_list(*RUN_FIELDS))
-    requests = list(RequestResult.objects.order_by("run__key", "seq").values_list("run__key", *REQUEST_FIELDS))
-    return bits(runs), bits(requests)
-
-
 def counts(result: FileImport) -> tuple[Any, ...]:
     return (
         result.status,
@@ -130,7 +117,7 @@ def imported_both_ways(
         Run.objects.all().delete()
         FileImport.objects.all().delete()
         results.append([counts(do_import(data)) for data in files])
-        stored.append(snapshot())
+        stored.append(stored_rows())
     in_pieces, whole = results
     assert in_pieces == whole
     assert stored[0][0] == stored[1][0], "runs stored differently"
@@ -214,7 +201,7 @@ def test_a_later_piece_that_contradicts_the_stored_run_rejects_the_whole_file(mo
     monkeypatch.setattr(reader, "RUN_PIECE", PIECE)
     stored = jsonl(*(flat(run="big", gpu="RTX 4090", tok_s=float(i)) for i in range(3 * PIECE)))
     assert do_import(stored).status == "imported"
-    before = snapshot()
+    before = stored_rows()
     # the same run, whose gpu only its third piece gives, and differently
     again = jsonl(
         *(flat(run="big", gpu=... if i < 2 * PIECE else "RTX 3090", tok_s=float(i)) for i in range(3 * PIECE))
@@ -224,7 +211,7 @@ def test_a_later_piece_that_contradicts_the_stored_run_rejects_the_whole_file(mo
 
     assert (result.status, result.n_rejected) == ("rejected", 1)
     assert "is already stored with 'gpu' = 'RTX 4090'; this file says 'RTX 3090'" in result.rejected_lines.get().reason
-    assert snapshot() == before
+    assert stored_rows() == before
 
 
 def test_a_tally_in_pieces_gives_what_summarize_gives_bit_for_bit():

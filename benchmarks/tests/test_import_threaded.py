@@ -16,15 +16,13 @@ from benchmarks.history import importer, sqlite_batches
 from benchmarks.history.records import MAX_INT, SCHEMA_V2
 from benchmarks.models import FileImport, RequestResult, Run
 
-from .conftest import flat, jsonl
+from .conftest import flat, jsonl, stored_rows
 
 pytestmark = [
     pytest.mark.django_db,
     pytest.mark.skipif(connection.vendor != "sqlite", reason="the second-thread path is SQLite's"),
 ]
 
-RUN_FIELDS = [f.attname for f in Run._meta.concrete_fields if f.attname not in {"id", "created_at", "first_import_id"}]
-REQUEST_FIELDS = [f.attname for f in RequestResult._meta.concrete_fields if f.attname not in {"id", "run_id"}]
 
 LABEL = 'ünïcødé ✓ \u2028 "quoted" back\\slash'
 HARD_FLOATS = [
@@ -91,17 +89,6 @@ def _lines(rng: random.Random) -> list[dict[str, Any] | bytes]:
     return lines
 
 
-def _snapshot() -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-    runs = list(Run.objects.order_by("key").values_list(*RUN_FIELDS))
-    requests = list(RequestResult.objects.order_by("run__key", "seq").values_list("run__key", *REQUEST_FIELDS))
-    return runs, requests
-
-
-def _bits(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Floats as their bytes, so 0.0 and -0.0 or two neighbouring doubles differ."""
-    return [tuple(struct.pack("<d", v) if type(v) is float else v for v in row) for row in rows]
-
-
 @pytest.fixture(autouse=True)
 def small_files_too(monkeypatch):
     """The writer thread for files of any size (it starts at sqlite_batches.MIN_BYTES)."""
@@ -133,7 +120,7 @@ def test_the_writer_thread_stores_exactly_what_the_single_thread_path_stores(imp
     assert threaded.status == "imported", [line.reason for line in threaded.rejected_lines.all()]
     assert {'INSERT INTO "benchmarks_run"', 'INSERT INTO "benchmarks_requestresult"'} <= set(writes)
     assert any(sql.startswith("UPDATE") for sql in writes)  # the v2 request's inter-token latencies
-    by_thread = _snapshot()
+    by_thread = stored_rows()
     Run.objects.all().delete()
     FileImport.objects.all().delete()
 
@@ -141,15 +128,15 @@ def test_the_writer_thread_stores_exactly_what_the_single_thread_path_stores(imp
     monkeypatch.setattr(sqlite_batches, "available", lambda: False)
     single = import_bytes(data)
     assert writes == []
-    by_single = _snapshot()
+    by_single = stored_rows()
 
     assert (threaded.n_runs, threaded.n_imported, threaded.n_summaries) == (
         single.n_runs,
         single.n_imported,
         single.n_summaries,
     )
-    assert _bits(by_thread[0]) == _bits(by_single[0])
-    assert _bits(by_thread[1]) == _bits(by_single[1])
+    assert by_thread[0] == by_single[0]
+    assert by_thread[1] == by_single[1]
     assert len(by_thread[1]) == threaded.n_imported == 54
     itl = RequestResult.objects.get(run__key="v2").itl_s
     assert itl == [0.01, 5e-324, 0.3]
@@ -220,13 +207,13 @@ def test_a_batch_leaves_out_the_columns_null_in_all_its_runs_and_stores_the_same
     assert len(run_inserts) > 3
     widths = {sql.count(",") for sql in run_inserts}
     assert len(widths) > 1  # batches of lab runs leave columns out; the v2 run's batch keeps more
-    by_thread = _snapshot()
+    by_thread = stored_rows()
     Run.objects.all().delete()
     FileImport.objects.all().delete()
     monkeypatch.setattr(sqlite_batches, "available", lambda: False)
     import_bytes(data)
-    assert _bits(by_thread[0]) == _bits(_snapshot()[0])
-    assert _bits(by_thread[1]) == _bits(_snapshot()[1])
+    assert by_thread[0] == stored_rows()[0]
+    assert by_thread[1] == stored_rows()[1]
 
 
 def test_only_nullable_columns_without_a_database_default_are_ever_left_out():
