@@ -38,7 +38,7 @@ test-oracle-nr: setup $(VENV)/.dev-installed
 test-oracle-avx2: setup $(VENV)/.dev-installed
 	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh --avx2)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --avx2 --fit-params)" $(BIN)/pytest -m llama_server sizing/tests
 
-# The GPU checks (issue 14): kvlab's --fit and per-device memory against a CUDA build of llama.cpp
+# The GPU checks: kvlab's --fit and per-device memory against a CUDA build of llama.cpp
 # (built once, for this GPU) on this machine's NVIDIA GPU. Without a GPU it says so and passes.
 test-gpu: setup $(VENV)/.dev-installed
 	@if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then \

@@ -5,7 +5,7 @@ What is measured
 A fresh, migrated database — SQLite in a temporary KVLAB_VAR_DIR (the default), or with
 ``--engine postgres`` a scratch PostgreSQL database (``--pg-database``, default
 ``kvlab_bounded``) created through the role whose DATABASE_URL ``scripts/ensure-postgres.sh``
-prints (or ``--pg-url``), dropped at the end — gets the hostile history of issue 12:
+prints (or ``--pg-url``), dropped at the end — gets a hostile history:
 
 * ``--runs`` runs (default 200,000) of bench/synthetic.py's lab, then each given its own
   model (``synthetic.make_models_distinct``): 200,000 distinct models. Only the first 1,000

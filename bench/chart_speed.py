@@ -30,7 +30,7 @@ up, once to count its SQL queries (CaptureQueriesContext, not timed), then timed
 Every response must be a 200 holding what it should, checked against plain SQL: the
 figure's json_script with the expected number of points, or the expected JSON rows.
 
-The aims (from the issue): under 300 ms server time (judged on the p95) and under
+The aims: under 300 ms server time (judged on the p95) and under
 2 MB (2,000,000 bytes) of payload per chart. A row over either is marked OVER and
 profiled with cProfile (top entries printed; ``--no-profile`` skips that); the
 bytes of each figure are split by trace key to show where they go.
@@ -96,7 +96,7 @@ CHROMIUM_ARGS = [
 AIM_MS = 300.0  # p95 server time
 AIM_BYTES = 2_000_000  # payload per chart
 RAW_MAX = 2_000  # charts.timeline_data.RAW_MAX, checked at start: past it the timeline draws buckets
-PAINT_AIM_MS = 500.0  # the timeline paints in Chromium (issue 17): navigation start to painted
+PAINT_AIM_MS = 500.0  # the timeline paints in Chromium: navigation start to painted
 MAX_CURVES = 8  # charts.figures.MAX_CURVES, checked at start
 HOME_TREND_POINTS = 2_000
 MARKER_TRACES = ("failed runs", "configuration changed", "workload changed")
@@ -491,8 +491,8 @@ def print_table(results: dict[str, Any]) -> None:
         )
     print(f"(aims: p95 server time < {AIM_MS:.0f} ms, payload < {AIM_BYTES:,} bytes; db ms: the queries run again")
     print(" on the raw sqlite3 connection with every row fetched, best of 3; bytes: the body as the test client gets")
-    print(" it, uncompressed; gzip: the same body gzipped, what a browser that asks gets (kvlab compresses since")
-    print(" issue 17); points: figure points, JSON rows, or regressions found)")
+    print(" it, uncompressed; gzip: the same body gzipped, what a browser that asks gets (kvlab compresses them")
+    print(" with gzip); points: figure points, JSON rows, or regressions found)")
     if results["browser"]:
         print(
             f"\nBrowser render, headless Chromium, median of {results['browser'][0]['repeats']} loads after a warm-up"

@@ -1,4 +1,4 @@
-"""Which of kvlab's page queries read a whole table? (the EXPLAIN check of issue 17)
+"""Which of kvlab's page queries read a whole table? (the EXPLAIN check)
 
 What is measured
 ----------------

@@ -5,11 +5,11 @@ What is measured
 ----------------
 Two shapes, each at two sizes written to bench/out/:
 
-* many runs: N one-request runs (default 1,000,000, about 40 MB, the file of issue 12) and
+* many runs: N one-request runs (default 1,000,000, about 40 MB, the hostile file of many tiny runs) and
   N/10. Each line is a minimal flat record (a run id, a short name of one of
   bench/synthetic.py's models, ok): the most runs per byte a valid file can hold, so the
   worst case for anything an importer keeps per run;
-* one run: one run of M requests (default 1,000,000, issue 27) and M/10, each line a
+* one run: one run of M requests (default 1,000,000) and M/10, each line a
   minimal flat record of that run with a request of its own (its tok/s): the worst case for
   anything an importer keeps per request of a run.
 

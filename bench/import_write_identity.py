@@ -1,4 +1,4 @@
-"""Does a change to the importer's write path store exactly what it stored before? (issue 26 item 8)
+"""Does a change to the importer's write path store exactly what it stored before?
 
 bench/import_identity.py compares ``manage.py import_bench`` file by file; this one exercises
 what the write path does besides: the second thread's batches and the single-thread path alike,

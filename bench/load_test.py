@@ -19,7 +19,7 @@ Then ``gunicorn -c deploy/gunicorn.conf.py kvlab.wsgi`` starts on a free loopbac
 port with the production config as it is (gthread, 2 threads per worker, access log
 on), ``--workers`` (default 2) workers, KVLAB_ALLOWED_HOSTS=127.0.0.1, and the same
 scratch database; on PostgreSQL once per ``--pg-pool`` setting (default ``off,on``:
-KVLAB_DB_POOL=0, a new connection per request as before issue 17, then kvlab's
+KVLAB_DB_POOL=0, a new connection per request as kvlab once did, then kvlab's
 connection pool), all on the one fill. For each of ``--users`` (default ``16,64``), every
 setup is measured ``--rounds`` times (default 3) in turns — SQLite, PostgreSQL without the
 pool, pooled; then the other way round; … — a gunicorn each time: this shared machine's
@@ -60,7 +60,7 @@ the whole machine (/proc/stat), and the rest of it: other processes (a warning i
 printed when they used over 20 % of a core: the figures are then not comparable), and
 each gunicorn worker's share (one near 0 % means the other held every connection).
 A side-by-side table per user count (with the pooled PostgreSQL/SQLite ratio), a
-summary (requests/s and p95 of every setup at every user count) and issue 17's goal —
+summary (requests/s and p95 of every setup at every user count) and the load goal —
 pooled PostgreSQL at least SQLite's requests/s at 16 users, more at 64, judged by the
 median of the rounds' ratios — are printed, and
 everything is written to bench/out/load_test.json (``engines``: the first user count;
@@ -746,7 +746,7 @@ def print_summary(by_users: dict[str, dict[str, Any]]) -> None:
 
 
 def goal_lines(by_users: dict[str, dict[str, Any]]) -> list[str]:
-    """Issue 17's goal: pooled PostgreSQL at least as fast as SQLite at 16 users, faster at 64, by the
+    """The load goal: pooled PostgreSQL at least as fast as SQLite at 16 users, faster at 64, by the
     median of the rounds' ratios (each round's phases adjacent in time)."""
     lines = []
     for users, wanted in (("16", "at least SQLite's requests/s"), ("64", "more requests/s than SQLite")):

@@ -1,4 +1,4 @@
-"""Which of the runs table's indexes does any of kvlab's queries use? (issue 26 item 8)
+"""Which of the runs table's indexes does any of kvlab's queries use?
 
 Every index on benchmarks_run is maintained for every run an import inserts (at one request a
 run, about 2 µs of SQLite's CPU each, 16 indexes). An index no query uses is cost with no

@@ -1,4 +1,4 @@
-"""Fill a database with the lab at issue 17's scale, once: 1,000,000 runs and 10,000,000 requests.
+"""Fill a database with the lab at ten times the scale, once: 1,000,000 runs and 10,000,000 requests.
 
 What is done
 ------------
@@ -22,7 +22,7 @@ jobs on one server (default 20,000: the job list at scale), ``--sweeps`` sweeps 
 sets each on one launch host (default 2,000) and two big runs of ``--big-runs`` requests each
 (default 1,000,000: the compare chart of two million-request runs; ``synthetic.insert_big_run``,
 the lab's first run of two seeds drawn wave after wave) are added; ``manage.py rebuild_derived``
-recomputes every table derived from the runs when the command exists (issue 17's baselines,
+recomputes every table derived from the runs when the command exists (the regression baselines,
 rollups); and ``ANALYZE`` (SQLite) or ``VACUUM ANALYZE`` (PostgreSQL) gives the planner its
 statistics.
 
@@ -443,7 +443,7 @@ def add_big_runs(n_requests: int) -> list[int]:
 
 
 def rebuild_derived() -> bool:
-    """manage.py rebuild_derived when kvlab has it (issue 17's derived tables); whether it ran."""
+    """manage.py rebuild_derived when kvlab has it (the derived tables); whether it ran."""
     from django.core.management import call_command, get_commands
 
     if "rebuild_derived" not in get_commands():

@@ -210,7 +210,7 @@ class Lab:
             created_at=started + timedelta(seconds=(summary.effective_wall_s or 0) + rng.randint(5, 3 * 86400)),
             first_import_id=None,
             job_id=None,
-            # issue 15: kvlab's own jobs say so; the imported lab runs are kvlab JSONL of no named tool
+            # one history for every tool: kvlab's jobs say so; the imported lab runs are kvlab JSONL of no named tool
             tool="kvlab" if label["executed"] else "",
             tool_version="",
             tool_format="",
@@ -222,7 +222,7 @@ class Lab:
             request_rate=None,
             server_flags="",
             server_log="",
-            # issue 16: the lab's runs ran at fixed concurrency; no series was sampled for them
+            # arrivals and telemetry: the lab's runs ran at fixed concurrency; no series was sampled for them
             arrival="",
             telemetry=None,
         )

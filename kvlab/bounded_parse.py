@@ -3,7 +3,7 @@
 kvlab parses documents it did not write: other tools' result files (an upload, `import_bench`) and
 a llama-server's answers. What parsing one costs must follow the bytes sent, never the structure
 they describe: no alias that expands, no nesting that exhausts a recursive reader, no document of
-short values that builds more objects than memory holds (issue 27). One rule, written once: every
+short values that builds more objects than memory holds. One rule, written once: every
 reader of outside JSON or YAML parses through here, and a refusal (`Refused`, a ValueError) says
 which bound the document passed, for the reader to record or show.
 

@@ -47,7 +47,7 @@ class RunSummary(NamedTuple):
     ttft_p50: float | None  # nearest-rank, over ok requests
     ttft_p95: float | None
     e2e_p95: float | None
-    # issue 16 (at the end: importer.RUN_INSERT_COLUMNS follows this order)
+    # E2E p50 and the streamed-token latencies, added last (importer.RUN_INSERT_COLUMNS follows this order)
     e2e_p50: float | None = None
     itl_p50: float | None = None  # over every gap of the ok requests
     itl_p95: float | None = None

@@ -13,7 +13,7 @@ The rows are the very rows the single-thread path stores with ``executemany`` (w
 where that path has its id: this thread puts the id in before the statement runs, from the runs
 stored since it last looked, read down the primary key, instead of SQLite looking each row's key
 up in the key's unique index), bound the same way, so what is stored is exactly what it stores.
-(Until issue 26 a batch went over as one JSON array that SQLite expanded with ``json_each``: SQLite
+(Before the one-statement batches, a batch went over as one JSON array that SQLite expanded with ``json_each``: SQLite
 then parsed each row's JSON once per column, three to four times the CPU — 107 against 29 µs a run
 of 48 columns, 17 against 8 µs a request — which a machine without a free second core waited for in
 full.)

@@ -1,4 +1,4 @@
-"""A run page's failures by type read only the failed requests of a run (issue 12: a million-request run)."""
+"""A run page's failures by type read only the failed requests of a run (not every request of a million-request run)."""
 
 from django.db import migrations, models
 

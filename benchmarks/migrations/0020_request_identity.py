@@ -1,4 +1,4 @@
-"""Every stored request gets the identity the import of its own export gives it (issue 26).
+"""Every stored request gets the identity the import of its own export gives it.
 
 Before, a job's or a sweep's recorder hashed its raw values (an unclassified error, no ITL),
 and an import hashed a kvlab.bench/2 request with its inter-token latencies: re-importing an

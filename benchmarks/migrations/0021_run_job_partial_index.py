@@ -1,5 +1,5 @@
 """A run's job is indexed only where it is set (run_job_idx): an import's runs have none, and each paid
-for an entry of the job index it never used (issue 26 item 8).
+for an entry of the job index it never used.
 
 The foreign key's own index is dropped by name rather than by AlterField, which on SQLite would copy
 the whole runs table to change nothing but the index; the name is the one Django gave it on every engine.

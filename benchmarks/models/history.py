@@ -135,7 +135,7 @@ class Run(models.Model):
     ttft_p50 = models.FloatField("TTFT p50 (s)", null=True)
     ttft_p95 = models.FloatField("TTFT p95 (s)", null=True)
     e2e_p95 = models.FloatField("E2E p95 (s)", null=True)
-    # Issue 16: streamed-token latencies. ITL over every gap between two tokens of the ok
+    # Streamed-token latencies. ITL over every gap between two tokens of the ok
     # requests; TPOT per ok request, (E2E - TTFT) / (output tokens - 1); both nearest-rank.
     e2e_p50 = models.FloatField("E2E p50 (s)", null=True)
     itl_p50 = models.FloatField("ITL p50 (s)", null=True)
@@ -158,18 +158,18 @@ class Run(models.Model):
             # run list default order and date-range filter; the run list filters by model, GPU, label, tool
             # and engine (RunFilterForm.narrow), newest first. Each also holds the request counts, so that
             # an outcome filter (history.outcomes.OUTCOME_Q) and the home page's failures per day are
-            # answered from the index alone, without reading each run's row (issue 17).
+            # answered from the index alone, without reading each run's row.
             *(
                 models.Index(fields=[*columns, "id", *OUTCOME_COLUMNS], name=name)
                 for name, columns in DATED_INDEXES.items()
             ),
             # the run list's other sorts (RunFilterForm.filter: the column, then id, one direction):
-            # a page is a walk down an index, never a sort of every run (issue 17)
+            # a page is a walk down an index, never a sort of every run
             *(models.Index(fields=[column, "id"], name=f"run_sort_{name}_idx") for name, column in SORT_INDEXED),
             # the outcomes "empty" and "unknown" (no request counted) are rare: found without a scan
             models.Index(fields=["started_at", "id"], condition=Q(n_requests=0), name="run_uncounted_idx"),
             # a job's runs (its page, the job list's counts, its end, a job's deletion setting them NULL): only
-            # the runs that have a job, so that an import's runs (none has one) cost it nothing (issue 26)
+            # the runs that have a job, so that an import's runs (none has one) cost it nothing
             models.Index(fields=["job"], condition=Q(job__isnull=False), name="run_job_idx"),
         ]
         constraints = [

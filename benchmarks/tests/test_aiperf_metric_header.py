@@ -1,4 +1,4 @@
-"""AIPerf's CSV metric cells ('Request Latency (ms)') are split without a quadratic regex (issue 27).
+"""AIPerf's CSV metric cells ('Request Latency (ms)') are split without a quadratic regex.
 
 The old pattern, `^(?P<name>.*?)\\s*\\((?P<unit>[^()]*)\\)$`, retried its lazy name at every split: a
 cell of 'a', 4,094 spaces and 'b' took 44 ms, a 64 KiB cell seconds. The split must read every cell as

@@ -1,4 +1,4 @@
-"""bench/scale_fill.py and bench/scale_pages.py (issue 17's scale benchmark) at their smoke size, so neither can rot.
+"""bench/scale_fill.py and bench/scale_pages.py (the million-run benchmark) at their smoke size, so neither can rot.
 
 `make bench` runs them at 1,000,000 runs on both engines (minutes). Here the pages script
 runs with ``--smoke`` on SQLite in a child process, as a user starts it: it fills 2,000 runs

@@ -248,7 +248,7 @@ def test_a_job_with_faulty_requests_records_each_one_once_with_its_error_type(fa
     assert Counter(hit.prompt for hit in fake.completions) == Counter(prompts)
     assert fake.hits["/redirected/completion"] == 0
     assert fake.hits["/health"] == fake.hits["/props"] == 1
-    assert fake.hits["/slots"] >= 1  # the probe's, then the telemetry sampler's (issue 16)
+    assert fake.hits["/slots"] >= 1  # the probe's, then the telemetry sampler's
 
 
 def run_job_here(fake: FakeServer, prompts: list[str]) -> Job:

@@ -136,7 +136,7 @@ def test_reading_the_sample_of_a_run_ten_times_larger_costs_no_more(client, read
         # Measured here: every 20th row of a run touches every heap page, and PostgreSQL's planner reads
         # them with a bitmap heap scan (94,228 rows fetched for the 10,000 sampled of 200,000; 19,999 of
         # 20,000). The page's time stays in its aim at scale (bench/scale_pages.py); the row count is not bounded.
-        pytest.xfail("PostgreSQL reads the sampled rows' whole pages: not yet bounded by the sample (issue 26 note)")
+        pytest.xfail("PostgreSQL reads the sampled rows' whole pages: not yet bounded by the sample")
     if connection.vendor == "postgresql":
         # The statistics a live database has (autovacuum, the scale fill's ANALYZE): without them PostgreSQL's
         # planner takes 220,000 fresh rows for an empty table and reads the run whole instead of seeking.

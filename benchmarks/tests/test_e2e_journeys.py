@@ -330,7 +330,7 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
         expect(dd(page, "KV total")).to_contain_text("2,684,354,560 B (2,560.00 MiB)")
         expect(dd(page, "weights")).to_contain_text("14,326,026,240 B (13,662.36 MiB)")
         # f16 KV beside the Q4_K_M weights does not fit whole, but llama-server's --fit starts it with
-        # 4 of its 41 layers in system RAM (issue 14): the page says what the server will do
+        # 4 of its 41 layers in system RAM: the page says what the server will do
         expect(dd(page, "on the GPU")).to_contain_text("fits")
         expect(page.locator("#results")).to_contain_text("You typed no -ngl; llama-server will run with -ngl 37")
         expect(page.locator("#results")).to_contain_text("4 of 41 layers in system RAM")

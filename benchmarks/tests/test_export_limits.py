@@ -1,4 +1,4 @@
-"""Exports are bounded for strangers and limited per client (issue 27 item 5).
+"""Exports are bounded for strangers and limited per client.
 
 `GET /export.jsonl` with no filter streamed the whole history (2.4 GB for 4 minutes) to anyone, and
 four at once starved `GET /`. Now a client streams at most KVLAB_EXPORTS_PER_CLIENT (2) exports at

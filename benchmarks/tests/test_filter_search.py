@@ -1,4 +1,4 @@
-"""A filter offers the most used values and finds any other by a part of it, typed (issue 12).
+"""A filter offers the most used values and finds any other by a part of it, typed.
 
 The run list, the timeline and the load curve draw each value filter (model, GPU, label) as a
 text box with a datalist: the 50 most used values of the latest runs, then, as the user types,
@@ -209,7 +209,7 @@ def test_typing_part_of_a_value_offers_it_and_picking_it_filters(tab: Any, path:
     tab.assert_no_errors()
 
 
-# --- the most used values are counted once per newest run (issue 17: the load test) ------------
+# --- the most used values are counted once per newest run (the load test's finding) ------------
 
 
 def _top_reads(queries: CaptureQueriesContext) -> int:

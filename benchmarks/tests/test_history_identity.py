@@ -1,4 +1,4 @@
-"""One identity for a run and its requests, whatever stored them (issue 26).
+"""One identity for a run and its requests, whatever stored them.
 
 An import, a job's recorder (which a sweep's jobs use too) and a peer tool's file each store
 requests; kvlab's export of them, imported into the same database, must add nothing — in
@@ -96,7 +96,7 @@ def assert_round_trips_add_nothing() -> None:
 
 @pytest.mark.django_db
 def test_a_jobs_requests_are_found_again_by_the_import_of_its_export() -> None:
-    # The issue's reproduction: each export -> import of executed runs added their requests again.
+    # The reported reproduction: each export -> import of executed runs added their requests again.
     server = Server.objects.create(name="s", base_url="http://127.0.0.1:1")
     job = Job.objects.create(server=server, params={"n_predict": 4, "requests": 3})
     executed_run("job-1-0", [ok(0, itl=[0.01, 0.02, 0.015]), ok(1, itl=[0.01, 0.02, 0.015]), ok(2)], job=job)

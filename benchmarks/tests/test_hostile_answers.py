@@ -1,5 +1,5 @@
 """A server whose JSON answers nest 200,000 deep is refused with the reason, never an HTTP 500, and a
-probe that fails leaves no half-saved server (issue 27 item 7). The server is a fault-injecting stand-in
+probe that fails leaves no half-saved server. The server is a fault-injecting stand-in
 (FakeServer): the real llama-server never answers so."""
 
 from __future__ import annotations

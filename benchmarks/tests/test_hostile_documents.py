@@ -1,5 +1,5 @@
 """Other tools' files built to cost more than they weigh are refused whole, with the reason recorded,
-cheaply (issue 27 item 1): a YAML alias bomb, nesting past 64 levels, a flood of short values, a file
+cheaply: a YAML alias bomb, nesting past 64 levels, a flood of short values, a file
 past the most kvlab reads of one document, for every format that parses JSON or YAML."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ BUDGET_PEAK_MIB = 256
 
 
 def alias_bomb(levels: int = 8) -> bytes:
-    """The issue's GuideLLM YAML: anchors, each a list of ten aliases of the last; 10**8 nodes expanded."""
+    """The reported GuideLLM YAML bomb: anchors, each a list of ten aliases of the last; 10**8 nodes expanded."""
     lines = [b"benchmarks:", b"- type_: generative_benchmark", b"  guidellm_version: '0.3'", b"  lol:"]
     lines.append(b"  - &a0 [" + b", ".join([b"lol"] * 10) + b"]")
     for level in range(1, levels):

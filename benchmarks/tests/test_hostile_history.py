@@ -1,4 +1,4 @@
-"""Hostile and careless input stays a rejected line or a stored value, never a crash (issue 12).
+"""Hostile and careless input stays a rejected line or a stored value, never a crash.
 
 JSONL lines whose extra fields no database column can hold, extra keys that look
 like template attributes, and a target llama-server that reports absurd numbers

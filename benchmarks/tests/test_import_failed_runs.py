@@ -1,4 +1,4 @@
-"""A run where every request failed imports as a failed run, whatever tool measured it (issue 26).
+"""A run where every request failed imports as a failed run, whatever tool measured it.
 
 Each fixture is what the tool's source writes when every request fails:
 

@@ -1,4 +1,4 @@
-"""A run of more requests than reader.RUN_PIECE is read, checked and stored a piece at a time (issue 27).
+"""A run of more requests than reader.RUN_PIECE is read, checked and stored a piece at a time.
 
 Every way a file is stored (the writer thread, as read in one thread, the careful path) stores a
 run in pieces exactly as it stores the run read whole, floats bit for bit: its requests, their

@@ -1,5 +1,5 @@
 """Files of one tool's run given together — on one command line or in one upload — are joined as the
-run's directory would be read (issue 26 item 3); every other file stays an input of its own.
+run's directory would be read; every other file stays an input of its own.
 
 The tools' files are the fixtures of their format tests (each written as the tool's source writes
 it, cited there).

@@ -1,4 +1,4 @@
-"""What an import does once per run, and once per line, for a kvlab.bench/2 export (issue 26 item 8).
+"""What an import does once per run, and once per line, for a kvlab.bench/2 export.
 
 A kvlab.bench/2 line repeats its run's object; a laid-out line (every object holding only the
 schema's keys) is read without walking each field's path, and its run is validated once per run

@@ -1,4 +1,4 @@
-"""What an import's writes cost, beyond what they store (issue 26 item 8): the report of its new runs
+"""What an import's writes cost, beyond what they store: the report of its new runs
 reads them down an index, a run's start is formatted once, batches are laid out from columns and the
 connection's page cache is larger only while it imports. (That the rows stored are the very rows stored
 before: bench/import_write_identity.py; the runs table's indexes and what uses each: bench/run_index_use.py.)"""

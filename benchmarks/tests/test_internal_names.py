@@ -1,4 +1,4 @@
-"""Strangers see no internal name (issue 27 item 8): registered servers are login-only because they name
+"""Strangers see no internal name: registered servers are login-only because they name
 internal hosts, so no page anyone may browse shows a server's name or address, a launch host's or a
 worker's name, the GPU host's paths, who imported a file, or the web host's temporary upload paths.
 Each page is read anonymously and logged in: the names are absent from one and present in the other."""

@@ -1,5 +1,5 @@
 """The job form is usable without reading the code: only the chosen prompt source's input
-shows, and it says when fewer requests than the concurrency are asked for (issue 11, "Also")."""
+shows, and it says when fewer requests than the concurrency are asked for."""
 
 from __future__ import annotations
 

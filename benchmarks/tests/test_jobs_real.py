@@ -177,7 +177,7 @@ def test_auto_slots_with_a_shared_pool_fail_all_three_requests_together(
     )
     statuses = list(run.requests.values_list("http_status", "error_type", "error"))
     assert statuses == [(500, "context_exceeded", "Context size has been exceeded.")] * 3
-    # one history for every tool (issue 15): kvlab's own runs say so, beside the tool filter's others
+    # one history for every tool: kvlab's own runs say so, beside the tool filter's others
     assert (run.tool, run.engine) == ("kvlab", "llama.cpp") and "-c 1024" in run.server_flags
     assert run.server_props["props"]["total_slots"] == 4
     # what was sent is recorded although the server's answer does not say it

@@ -1,4 +1,4 @@
-"""Reading a line costs less without checking less (issue 26 item 8).
+"""Reading a line costs less without checking less.
 
 Each cheaper way to read a line, check a run's values or summarize a run gives exactly what the
 plain reading gives: the same values (compared by repr: 1, 1.0 and True, 0.0 and -0.0 told apart),

@@ -1,4 +1,4 @@
-"""Lists whose cost does not grow with the history (issue 17): a capped count, every sort an index walk."""
+"""Lists whose cost does not grow with the history: a capped count, every sort an index walk."""
 
 from __future__ import annotations
 

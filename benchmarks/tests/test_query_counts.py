@@ -300,7 +300,7 @@ PAGES = [
     Page("chart-compare", lambda h: reverse("chart-compare"), 4, _compare_chart, params=_run_ids),
     Page("chart-compare-htmx", lambda h: reverse("chart-compare"), 2, _compare_chart, params=_run_ids, htmx=True),
     # does a run hold the model; the model choices (only when the form is drawn: the newest run, their
-    # count on a cold cache); are there more runs than a curve reads (issue 17); the points per
+    # count on a cold cache); are there more runs than a curve reads (its latest 5,000); the points per
     # concurrency; session, user
     Page(
         "load-curve",

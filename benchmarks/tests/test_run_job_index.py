@@ -1,4 +1,4 @@
-"""The job index holds only the runs that have a job (run_job_idx, issue 26 item 8): an import's runs, which
+"""The job index holds only the runs that have a job (run_job_idx): an import's runs, which
 have none, pay no entry in it, and a job's runs are still found down it (bench/run_index_use.py lists what
 uses each index of the runs table)."""
 

@@ -138,7 +138,7 @@ def test_the_demo_sweep_reproduces_the_investigation_and_its_predictions(demo_ho
     staff.force_login(User.objects.create_user("root", password="a-long-test-password", is_staff=True))
     page = staff.get(reverse("server-list")).content.decode()
     assert "No server registered yet." in page and "<tbody>" not in page
-    # its export, imported into the same database, adds nothing, twice (issue 26: each round added
+    # its export, imported into the same database, adds nothing, twice (once, each round added
     # the sweep's 9 requests again, and the home page showed 6/6 for a 3/3 row)
     counts = sorted(Run.objects.values_list("key", "n_requests", "n_ok", "throughput_tok_s"))
     requests = RequestResult.objects.count()

@@ -1,4 +1,4 @@
-"""The KV pool chart in a real browser (issue 16): Plotly draws it with no console error on the run
+"""The KV pool chart in a real browser: Plotly draws it with no console error on the run
 page, and on the live job page the same plot element is redrawn in place when Job.telemetry changes
 between two htmx polls (no page load, no new element, no flicker). Saved as var/screenshots/telemetry-*.png."""
 

@@ -1,7 +1,7 @@
-"""The KV pool telemetry on the job, run and sweep pages (issue 16, "What the user sees").
+"""The KV pool telemetry on the job, run and sweep pages: what the user sees.
 
 The series stored on a Run or Job is the shape of benchmarks/jobs/telemetry/series.py; the figures here
-are the ones measured on the real server (notes/issue16-research.md §1: a 1,024-cell shared pool, three
+are the ones measured on the real server (the telemetry research's first measurement: a 1,024-cell shared pool, three
 200-token prompts, the overflow at 0.243 s after 142 tokens each, the server's own n_tokens = 342).
 """
 

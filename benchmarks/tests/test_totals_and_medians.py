@@ -1,4 +1,4 @@
-"""Figures computed once (issue 26 item 6): a job's total of requests is one function, shown the same
+"""Figures computed once: a job's total of requests is one function, shown the same
 before a worker claims the job and after; a tool summary's median is one function, the same on the
 run's p50 column and in the run page's table of the tool's statistics."""
 

@@ -1,6 +1,6 @@
 """The charts tell the truth: like is compared with like, and empty or failed data is drawn as such.
 
-Issue 11, items 12 and 13. A load curve is one configuration across concurrencies, a
+A load curve is one configuration across concurrencies, a
 regression is one configuration under one workload getting worse, and a chart that
 mixes them says so; a metric nobody recorded is "not recorded", a 0 % success rate is
 visible, the failure chart has day ticks and its red in front, and models of very

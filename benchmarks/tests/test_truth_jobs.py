@@ -1,4 +1,4 @@
-"""Servers and jobs tell the truth (issue 11, items 7-11): the pool as the server has it, a
+"""Servers and jobs tell the truth: the pool as the server has it, a
 warning before a job fails, honest outcomes, a live job page, runs that show what they measured."""
 
 from __future__ import annotations

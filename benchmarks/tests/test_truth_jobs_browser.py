@@ -1,4 +1,4 @@
-"""The live job page in a real browser (issue 11, item 10): while a job runs, the page shows
+"""The live job page in a real browser: while a job runs, the page shows
 each request as it streams — tokens so far, elapsed time, state, tok/s — through htmx polls,
 and ends on how the job ran and what it found. Saved as var/screenshots/job-live*.png."""
 

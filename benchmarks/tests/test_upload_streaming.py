@@ -1,4 +1,4 @@
-"""Uploads stop at their limit while they stream in (issue 27 item 6), on every form that takes files.
+"""Uploads stop at their limit while they stream in, on every form that takes files.
 
 A spy handler, placed where Django's temporary-file handler sits, counts what would reach the disk:
 the job form's prompt file and dataset used to be written whole to the temporary directory and

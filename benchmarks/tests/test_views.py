@@ -82,7 +82,7 @@ def test_filters_narrow_the_list(client, demo_import, query, expected):
 
 
 def test_sorting_by_tok_s_puts_the_fastest_first_and_a_run_without_figures_sorts_lowest(client, demo_import):
-    # no value is the lowest on both engines (issue 17: every sort walks an index): last going down, first going up
+    # no value is the lowest on both engines (every sort walks an index): last going down, first going up
     keys = run_keys(client.get(reverse("run-list"), {"sort": "-tok_s"}).content.decode())
     assert keys[:2] == ["c3p-queue2", "c3p-single"] and keys[-1] == "orig-x3"
     keys = run_keys(client.get(reverse("run-list"), {"sort": "tok_s"}).content.decode())

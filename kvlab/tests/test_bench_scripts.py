@@ -225,7 +225,7 @@ def test_explain_plans_reads_the_plan_of_every_page_query(tmp_path: Path) -> Non
     assert {"run list", "timeline", "regressions", "run page", "jobs", "sweeps"} <= set(found)
     assert all(page["queries"] >= 1 for page in found.values())
     # every statement that reads a table is listed with its plan; the run list's page, a walk down
-    # run_started_idx, is one that stops at its LIMIT (issue 17: it was a count of every run)
+    # run_started_idx, is one that stops at its LIMIT (it was once a count of every run)
     listed = found["run list"]["statements"]
     assert listed and all(s["plan"] and s["tables"] for s in listed)
     assert any(s["reads_at_most"] == 50 for s in listed), listed

@@ -1,4 +1,4 @@
-"""The hostile suite's cost check (issue 27): no input costs the server more than it costs the sender.
+"""The hostile suite's cost check: no input costs the server more than it costs the sender.
 
 For every endpoint an anonymous visitor or a plain logged-in user can reach, the worst input tried
 here (the hostile pass's: an alias bomb, quadratic regex bait, deep nesting, catastrophic `-ot`

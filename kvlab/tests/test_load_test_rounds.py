@@ -1,4 +1,4 @@
-"""bench/load_test.py's arithmetic: setups in turns, a round's ratio, the goal by their median (issue 17)."""
+"""bench/load_test.py's arithmetic: setups in turns, a round's ratio, the goal by their median."""
 
 from __future__ import annotations
 

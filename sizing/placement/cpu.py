@@ -224,10 +224,10 @@ _AMX_TILE_N2 = 32  # TILE_N * 2: op->ne[0] (the weight's ne1) must be a multiple
 # llama-server b11434 crashes (SIGSEGV in its warm-up, the first compute) when quantized weights sit in
 # the AMX buffer: seen on this project's AMX host with q4_0 and q8_0 models of 256 to 4,096 wide, f16 in
 # AMX and -nr running fine (sizing/tests/test_explain_log.py keeps checking it); upstream it is
-# llama.cpp issue 20824, "segfault in ggml_backend_amx_mul_mat", open without a fix.
+# ggml-org/llama.cpp#20824, "segfault in ggml_backend_amx_mul_mat", open without a fix.
 AMX_QUANTIZED_CRASH = (
     "llama-server b11434 crashes with quantized weights in the AMX buffer: a segmentation fault in its "
-    "warm-up (ggml_backend_amx_mul_mat; llama.cpp issue 20824, open; reproduced by kvlab's tests with q4_0 "
+    "warm-up (ggml_backend_amx_mul_mat; ggml-org/llama.cpp#20824, open; reproduced by kvlab's tests with q4_0 "
     "and q8_0 models, while f16 in AMX and -nr run). Run with -nr (--no-repack) on this CPU."
 )
 

@@ -1,11 +1,11 @@
 # ruff: noqa: E501  (real log lines are long)
-"""What a hostile start-up log costs (issue 27 item 2): anyone may post one to /sizing/explain-log/.
+"""What a hostile start-up log costs: anyone may post one to /sizing/explain-log/.
 
 Each line below is the worst kvlab could build for one of the parser's regular expressions as they
 were: a pattern whose repetitions could retry each other (two lazy runs, a greedy word searched for at
 every character, a lazy key followed by spaces) took 5 to 170 ms on one 4,096-character line, 510 such
 lines 27 s or more. Now every pattern is linear in its line: each line costs well under a millisecond,
-and a whole request of 2 MiB of them stays within the 1 s of CPU the issue allows. The page says what
+and a whole request of 2 MiB of them stays within the 1 s of CPU that any input may cost. The page says what
 it read (lines, size, the lines it knew) instead of sending the log back.
 """
 

@@ -6,7 +6,7 @@ every printed MiB comes out as logged); where the public excerpt ends, the measu
 the replica stops, and its lines up to there must equal llama.cpp's.
 
 Builds differ from b11434 in their function names: before the move to common/ (PR #16653 era,
-b7003; the mtmd PR #21489) the lines are prefixed `llama_params_fit_impl:`; b9943 (issue #25487)
+b7003; the mtmd PR #21489) the lines are prefixed `llama_params_fit_impl:`; b9943 (ggml-org/llama.cpp#25487)
 already prints `common_params_fit_impl:` like b11434. The decisions replayed here are unchanged
 between those builds and b11434 (common/fit.cpp:313-357, 641-733 and the breakdown table).
 """

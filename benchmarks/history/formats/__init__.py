@@ -1,6 +1,6 @@
 """Other benchmark tools' result files, read into kvlab's canonical records. Pure.
 
-kvlab keeps one history for every tool (issue 15). A format module reads one tool's files
+kvlab keeps one history for every tool. A format module reads one tool's files
 and yields **kvlab.bench/2 records** — plain dicts, exactly as a kvlab.bench/2 JSONL line
 decodes — so every format goes through the one validating, all-or-nothing, idempotent
 import pipeline (benchmarks/history/reader.py, importer.py) that kvlab's own files use.
