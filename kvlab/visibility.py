@@ -1,6 +1,6 @@
 """What strangers are not shown: the names of the machines kvlab reaches, and who did what.
 
-Registered servers are login-only because they name internal hosts (README, "Who may do what");
+Registered servers are login-only because they name internal hosts (README and docs/security.md, "Who may do what");
 the same names show elsewhere, on pages anyone may browse: a job's server or the URL a command-line
 job was given, the launch host of a sweep, the worker that ran either, the lines of a chart grouped
 by server, an error that quotes a server's address, who imported a file. An anonymous user sees a

@@ -46,7 +46,7 @@ MAX_WEIGHTS_BYTES = 1 << 50  # 1 PiB: beyond any model
 BARE_BYTES_FROM = 1 << 20
 WEIGHT_UNITS = {"b": 1, "bytes": 1, "kib": 1024, "mib": 1024**2, "gib": GiB, "tib": 1024**4}
 WEIGHT_UNITS |= {"kb": 1000, "mb": 10**6, "gb": 10**9, "tb": 10**12}
-# The one set of bounds of the sizing page and kvsize (README, "The sizing inputs"). Memory in whole MiB:
+# The one set of bounds of the sizing page and kvsize (docs/sizing.md, its bounds). Memory in whole MiB:
 # below 256 MiB no device or host runs a model with llama.cpp (its CUDA context alone takes more), and a
 # smaller number is GiB typed as MiB; 4 TiB is 14 times the largest GPU (288 GB) and covers unified-memory
 # superchips (GB300's 784 GB); 16 TiB is the largest 8-socket server's RAM and beyond any host kvlab sizes.

@@ -122,7 +122,7 @@ def refusal(arch: str) -> str | None:
         return f"architecture {arch!r} is not one kvlab sizes: {reason}"
     return (
         f"architecture {arch!r} is not one llama.cpp b11434 knows (src/llama-arch.cpp), so kvlab cannot size it; "
-        f"it sizes {len(ARCHS)} architectures (README, Sizing)"
+        f"it sizes {len(ARCHS)} architectures (docs/sizing.md)"
     )
 
 

@@ -12,7 +12,7 @@ For the CPU backend this is checked against llama.cpp's own figure (`llama-fit-p
 sizing/tests/test_oracle_fit_params.py): within COMPUTE_BOUND_MIB + COMPUTE_BOUND_SHARE of
 it on every tested model and flag set, and equal to its 0.01 MiB on about half of them —
 the rest is the allocator's fragmentation, which depends on the order of the graph's
-nodes. On CUDA the figure can differ more (README, Sizing): other kernels, other buffers.
+nodes. On CUDA the figure can differ more (docs/sizing.md): other kernels, other buffers.
 """
 
 from __future__ import annotations

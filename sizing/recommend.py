@@ -46,8 +46,8 @@ RANKING = (
     "then q8_0 KV ×0.97 and q4_0 ×0.9 for quality; ties go to the smaller memory footprint. A configuration that does "
     "not fit the GPUs whole is ranked with the placement llama-server's --fit gives it (kvlab replays the fit). "
     "Without the weights' size they are taken from the hyperparameters at 4.5 bits a weight. An estimate: with the "
-    "KV in RAM it was 2.6-3.6× faster than the investigation measured (README), so such configurations rank above "
-    "where they would measure."
+    "KV in RAM it was 2.6-3.6× faster than the investigation measured (docs/sizing.md), so such configurations "
+    "rank above where they would measure."
 )
 PLACEMENT = (
     "left to --fit, which chooses this by itself when the server starts and, with less memory free on the day, "

@@ -380,7 +380,7 @@ class TinySpec:
     """A tiny model of one architecture: its `{arch}.*` keys over COMMON_KEYS, and the KV rule it tests."""
 
     arch: str
-    family: str  # the KV rule it exercises (README, Sizing)
+    family: str  # the KV rule it exercises (docs/sizing.md)
     keys: dict[str, object] = field(default_factory=dict)
     optional: dict[str, tuple[int, ...]] = field(default_factory=dict)  # see learn_tensors
 

@@ -3,7 +3,7 @@
 llama-server answers an overflowing unified KV pool with HTTP 500 "Context size has
 been exceeded." (or that message in an error event of a 200 stream), and a prompt
 longer than its slot with HTTP 400 of type exceed_context_size_error. The two mean
-different fixes, so they are counted apart (the failure types the README lists).
+different fixes, so they are counted apart (the failure types the README and docs/charts.md list).
 """
 
 from __future__ import annotations

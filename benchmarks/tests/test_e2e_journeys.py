@@ -44,7 +44,7 @@ PASSWORD = "a-long-e2e-password"
 LLAMA_FLAGS = ["-c", "2048", "-np", "3", "--no-kv-unified"]
 SHARED_FLAGS = ["-c", "1024"]  # no -np: 4 slots sharing one pool of 1,024 cells, the investigation's mistake
 JOB_TIMEOUT_MS = 300_000  # the job's whole life, from the redirect to "succeeded": a hang guard (within a call's)
-# kvsize's workload line for the investigation's original configuration (README, "Sizing").
+# kvsize's workload line for the investigation's original configuration (docs/sizing.md).
 SIZING_VERDICT = "need 18,300 cells; the unified pool has 16,384"
 
 

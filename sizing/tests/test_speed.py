@@ -2,7 +2,7 @@
 
 RTX 5060 Ti 16 GB (448 GB/s, catalogue), Devstral Small 2 24B Q4_K_M, 4,362 prompt + 1,738 output tokens,
 all read from data/demo/bench_results.jsonl (the investigation's published figures). What the first-principles
-estimate gives, and how far it is from each measurement, is pinned here and stated in the README:
+estimate gives, and how far it is from each measurement, is pinned here and stated in docs/sizing.md:
 
 | run | measured tok/s | kvlab's estimate | measured / estimate |
 |---|---|---|---|

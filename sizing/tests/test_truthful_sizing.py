@@ -296,7 +296,7 @@ def test_explaining_c2_x3_says_the_record_and_the_prediction_disagree(client: Cl
     page = text(client.get(response.url))
     assert "Will fail:" in page and "HTTP 400 exceed_context_size_error" in page
     assert "The record and the prediction disagree: the run measured 3/3 ok" in page
-    # The README's explanation: the post's "9,216 tokens per slot" means -c 27648.
+    # docs/sizing.md's explanation: the post's "9,216 tokens per slot" means -c 27648.
     assert "the recorded -c 9,216 read as the context of each slot" in page
     assert "with -c 27,648 (3 × 9,216) each slot has 9,216 cells" in page
 
