@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     args = common.parse_args(parser, argv, smoke={"runs": 500})
     if args.database_url:
         args.engine = "sqlite" if args.database_url.startswith("sqlite") else "postgres"
-    from bounded_pages import drop_postgres_database, postgres_database
+    from page_harness import drop_postgres_database, postgres_database
 
     with tempfile.TemporaryDirectory(prefix="kvlab-explain-") as tmp:
         pg_admin = None
