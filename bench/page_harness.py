@@ -85,6 +85,9 @@ def scratch_database(
         from django.db import connections
 
         connections.close_all()
+        pool_closer = getattr(connections["default"], "close_pool", None)
+        if pool_closer is not None:  # the pool's idle connections hold the database too
+            pool_closer()
         if pg_admin and pg_database:
             drop_postgres_database(pg_admin, pg_database)
 
@@ -235,13 +238,17 @@ class Page:
     def option_values(self) -> list[str]:
         return [o.attrs.get("value", "") for o in self.root.find_all("option")]
 
-    def number_after(self, words: str) -> int | None:
-        """The number written right after `words` in the page's text (e.g. "across 12 groups"), or None."""
-        at = self.text.find(words)
-        if at < 0:
-            return None
-        digits = re.match(r"[\d,]+", self.text[at + len(words) :].lstrip())
-        return int(digits.group().replace(",", "")) if digits else None
+    def search(self, pattern: str) -> re.Match[str] | None:
+        """The first match of a regular expression in the page's text (its HTML parsed, white space collapsed)."""
+        return re.search(pattern, self.text)
+
+
+def regressions_shown(page: Page) -> tuple[int, int]:
+    """The regressions page (charts/regressions.html): (the regressions listed, the groups its empty state
+    says it searched: 0 when it says none)."""
+    found = len([td for td in page.find_all("td") if {"num", "bad"} <= set(td.classes)])
+    groups = page.search(r"No regressions across (\d+) group")
+    return found, int(groups.group(1)) if groups else 0
 
 
 def linked_ids(elements: list[Element], url_name: str) -> list[int]:
