@@ -285,11 +285,11 @@ def main(argv: list[str] | None = None) -> int:
         data = fill(args) | {"big_run_requests": args.big_run}
         print(f"[{args.engine}] filled in {data['timings_s']}", flush=True)
         client = Client()
-        pages = []
-        for case in cases(data):
-            pages.append(measure(client, case, args.requests))
-            p = pages[-1]
-            print(f"  {p['page']:<24} p95 {p['p95_ms']:8.1f} ms  {p['bytes']:>11,} bytes", flush=True)
+        pages = page_harness.measure_each(
+            cases(data),
+            lambda case: measure(client, case, args.requests),
+            lambda p: f"  {p['page']:<24} p95 {p['p95_ms']:8.1f} ms  {p['bytes']:>11,} bytes",
+        )
 
     results = {
         "engine": args.engine,

@@ -533,13 +533,17 @@ def main(argv: list[str] | None = None) -> int:
         model = synthetic.MODELS[1]
         compare_ids = pick_compare_runs(random.Random(12), model)
         client = Client()
-        measured, profiles = [], {}
-        for case in make_cases(model, compare_ids):
-            measured.append(measure(client, case, args.requests))
-            m = measured[-1]
-            print(f"  {m['case']:<17} {m['format']:<5} median {m['median_ms']:8.1f} ms  {m['bytes']:>11,} bytes")
-            if not args.no_profile and not (m["time_ok"] and m["size_ok"]):
-                profiles[f"{m['case']} ({m['format']})"] = profile(client, case)
+        cases = make_cases(model, compare_ids)
+        measured = page_harness.measure_each(
+            cases,
+            lambda case: measure(client, case, args.requests),
+            lambda m: f"  {m['case']:<17} {m['format']:<5} median {m['median_ms']:8.1f} ms  {m['bytes']:>11,} bytes",
+        )
+        profiles = {
+            f"{m['case']} ({m['format']})": profile(client, case)
+            for case, m in zip(cases, measured, strict=True)
+            if not args.no_profile and not (m["time_ok"] and m["size_ok"])
+        }
         db_bytes = (Path(tmp) / "kvlab.sqlite3").stat().st_size
         connections.close_all()
 

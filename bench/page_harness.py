@@ -354,6 +354,17 @@ def time_requests(
     return Timed(times, [q["sql"] for q in queries], queries, response, held, sql_ms if time_sql else [])
 
 
+def measure_each(
+    cases: list[dict[str, Any]], measure: Callable[[dict[str, Any]], dict[str, Any]], progress: Callable[[Any], str]
+) -> list[dict[str, Any]]:
+    """Each case measured in turn, its line of progress printed as soon as it is (for a run of minutes)."""
+    measured = []
+    for case in cases:
+        measured.append(measure(case))
+        print(progress(measured[-1]), flush=True)
+    return measured
+
+
 # --- the table ---------------------------------------------------------------------------
 
 

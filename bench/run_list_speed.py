@@ -171,11 +171,11 @@ def main(argv: list[str] | None = None) -> int:
 
         client = Client()
         url = reverse("run-list")
-        measured = []
-        for case in cases(filter_model=synthetic.MODELS[0]):
-            measured.append(measure_case(client, url, case, args.requests))
-            m = measured[-1]
-            print(f"  {m['case']:<9} per_page={m['per_page']:<4} median {m['median_ms']:7.1f} ms")
+        measured = page_harness.measure_each(
+            cases(filter_model=synthetic.MODELS[0]),
+            lambda case: measure_case(client, url, case, args.requests),
+            lambda m: f"  {m['case']:<9} per_page={m['per_page']:<4} median {m['median_ms']:7.1f} ms",
+        )
         connections.close_all()
 
     results = {
