@@ -110,7 +110,8 @@ def rows(sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return cursor.fetchall()
+        found: list[tuple[Any, ...]] = cursor.fetchall()
+    return found
 
 
 # --- a page, parsed ----------------------------------------------------------------------
