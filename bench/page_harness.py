@@ -9,7 +9,7 @@ harness does the rest the same way for all of them:
   resolved through kvlab's URLconf, json_script figures, text: never a regular expression
   over the HTML;
 * ``time_requests`` warms a page up, counts its SQL queries, times it, and checks every answer
-  (the check outside the time);
+  (the check outside the time); ``measure_each`` measures the cases in turn, a line of progress each;
 * ``print_table`` lays out the columns a script names.
 """
 
