@@ -55,10 +55,6 @@ script cannot rot.
 from __future__ import annotations
 
 import argparse
-import os
-import re
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,20 +63,14 @@ from pathlib import Path
 from typing import Any
 
 import common  # bench/ is on sys.path when a script runs
+import page_harness
 import synthetic
-from common import ROOT
+from page_harness import Column, Page
 
 GOAL_MS = 1000.0  # p95 server time
 GOAL_BYTES = 2**20  # one response
-MAX_TIMELINE_POINTS = 2_000  # chart_views.MAX_TIMELINE_POINTS (timeline_data.RAW_MAX), checked at start
-SUGGESTIONS = 20  # history.values.SUGGESTIONS, checked at start
-TOP_CHOICES = 50  # history.values.TOP_CHOICES, checked at start
-REQUESTS_PER_PAGE = 200  # history.views.REQUESTS_PER_PAGE, checked at start
+JOBS_PER_PAGE = 50  # the job list's page (jobs.views.job_list: no constant of its own to import)
 PROMPT = "Summarise the following text in one paragraph. " * 21  # 1 KiB, 4 per job
-RUN_ROW = b'<tr class="outcome-'  # templates/benchmarks/run_list.html
-REQUEST_ROW = re.compile(rb'<tr class="(ok|failed)">')  # templates/benchmarks/run_detail.html
-JOB_ROW = re.compile(rb'<tr><td><a href="/jobs/\d+/">')  # templates/benchmarks/job_list.html
-OPTION = re.compile(rb'<option value="([^"]*)"></option>')  # templates/benchmarks/value_options.html
 
 
 # --- the fill --------------------------------------------------------------------------
@@ -91,6 +81,7 @@ def fill(args: argparse.Namespace) -> dict[str, Any]:
     from django.db import connection
     from django.utils import timezone
 
+    from benchmarks.charts import views as chart_views
     from benchmarks.models import Job, RequestResult, Run, Server
 
     timings = {}
@@ -145,7 +136,7 @@ def fill(args: argparse.Namespace) -> dict[str, Any]:
         "big_run": big_run,
         "big_run_key": Run.objects.get(pk=big_run).key,
         "oldest_model": oldest,
-        "timeline_points": min(n_dated, MAX_TIMELINE_POINTS),
+        "timeline_points": min(n_dated, chart_views.MAX_TIMELINE_POINTS),
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
     }
 
@@ -156,6 +147,8 @@ def fill(args: argparse.Namespace) -> dict[str, Any]:
 def cases(data: dict[str, Any]) -> list[dict[str, Any]]:
     from django.urls import reverse
 
+    from benchmarks.history.views import REQUESTS_PER_PAGE
+
     big, last = data["big_run"], -(-data["big_run_requests"] // REQUESTS_PER_PAGE)
     start = data["oldest_model"][:12]  # e.g. "Devstral-Sma": the lab's models share their starts
     part = "instruct"  # starts no model; part of most ("…-Instruct-…"), in another case
@@ -163,8 +156,13 @@ def cases(data: dict[str, Any]) -> list[dict[str, Any]]:
         {"page": "run list", "url": reverse("run-list"), "params": {}, "rows": 50},
         {"page": "run list, 1 model", "url": reverse("run-list"), "params": {"model": data["oldest_model"]}, "rows": 1},
         {"page": "timeline", "url": reverse("chart-timeline"), "params": {}, "points": data["timeline_points"]},
-        {"page": "job list", "url": reverse("job-list"), "params": {}, "jobs": 50},
-        {"page": "run page, big run", "url": reverse("run-detail", args=[big]), "params": {}, "requests": 200},
+        {"page": "job list", "url": reverse("job-list"), "params": {}, "jobs": JOBS_PER_PAGE},
+        {
+            "page": "run page, big run",
+            "url": reverse("run-detail", args=[big]),
+            "params": {},
+            "requests": REQUESTS_PER_PAGE,
+        },
         {
             "page": "run page, its last page",
             "url": reverse("run-detail", args=[big]),
@@ -179,105 +177,83 @@ def cases(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def check(case: dict[str, Any], response: Any) -> None:
     """Assert the answer is the real page."""
-    name, content = case["page"], response.content
+    from benchmarks.history import values
+
+    name = case["page"]
     assert response.status_code == 200, f"{name}: status {response.status_code}"
+    page = Page.of(response)
     if "rows" in case:
-        assert content.count(RUN_ROW) == case["rows"], f"{name}: {content.count(RUN_ROW)} rows, not {case['rows']}"
+        runs = page.rows("outcome-")  # templates/benchmarks/run_list.html
+        assert len(runs) == case["rows"], f"{name}: {len(runs)} rows, not {case['rows']}"
         if case["params"].get("model"):
-            assert f"<td>{case['params']['model']}</td>".encode() in content, f"{name}: not the model's run"
+            cells = [td.text for tr in runs for td in tr.find_all("td")]
+            assert case["params"]["model"] in cells, f"{name}: not the model's run"
     elif "points" in case:
-        assert f"{case['points']:,} runs".encode() in content, (
-            f"{name}: the summary does not say {case['points']:,} runs"
-        )
-        assert b'id="timeline-figure"' in content, f"{name}: no figure"
+        assert f"{case['points']:,} runs" in page.text, f"{name}: the summary does not say {case['points']:,} runs"
+        assert "timeline-figure" in page.json_scripts(), f"{name}: no figure"
     elif "jobs" in case:
-        assert len(JOB_ROW.findall(content)) == case["jobs"], f"{name}: not {case['jobs']} job rows"
+        found = page_harness.linked_ids(page.rows(), "job-detail")
+        assert len(found) == case["jobs"], f"{name}: not {case['jobs']} job rows"
     elif "requests" in case:
-        found = len(REQUEST_ROW.findall(content))
+        found = len(page.rows(classes=("ok", "failed")))  # templates/benchmarks/run_detail.html
         assert found == case["requests"], f"{name}: {found} request rows, not {case['requests']}"
-        assert b"a sample: every" in content, f"{name}: the distributions do not say they are a sample"
+        assert "a sample: every" in page.text, f"{name}: the distributions do not say they are a sample"
     else:
-        values = [v.decode() for v in OPTION.findall(content)]
-        bound = TOP_CHOICES if case.get("top") else SUGGESTIONS
-        assert 0 < len(values) <= bound, f"{name}: {len(values)} suggestions"
+        offered = page.option_values()
+        bound = values.TOP_CHOICES if case.get("top") else values.SUGGESTIONS
+        assert 0 < len(offered) <= bound, f"{name}: {len(offered)} suggestions"
         if "starts" in case:
-            assert all(v.startswith(case["starts"]) for v in values), f"{name}: {values}"
+            assert all(v.startswith(case["starts"]) for v in offered), f"{name}: {offered}"
         if "contains" in case:
-            assert all(case["contains"].casefold() in v.casefold() for v in values), f"{name}: {values}"
+            assert all(case["contains"].casefold() in v.casefold() for v in offered), f"{name}: {offered}"
 
 
 def measure(client: Any, case: dict[str, Any], n: int) -> dict[str, Any]:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    check(case, client.get(case["url"], case["params"]))  # warm up
-    with CaptureQueriesContext(connection) as captured:
-        response = client.get(case["url"], case["params"])
-    check(case, response)
-    queries = [q["sql"] for q in captured.captured_queries]
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        response = client.get(case["url"], case["params"])
-        times.append((time.perf_counter() - start) * 1000)
-        check(case, response)
-    p95 = common.percentile(times, 95)
-    size = len(response.content)
+    timed = page_harness.time_requests(
+        lambda: client.get(case["url"], case["params"]), lambda response: check(case, response), n
+    )
+    p95 = common.percentile(timed.times_ms, 95)
+    size = len(timed.response.content)
+    summary = timed.summary()
     return {
         "page": case["page"],
         "path": case["url"] + (f"?{urllib.parse.urlencode(case['params'])}" if case["params"] else ""),
-        "p95_ms": round(p95, 1),
-        "median_ms": round(statistics.median(times), 1),
-        "max_ms": round(max(times), 1),
+        "p95_ms": summary["p95_ms"],
+        "median_ms": summary["median_ms"],
+        "max_ms": summary["max_ms"],
         "bytes": size,
-        "queries": len(queries),
+        "queries": len(timed.sql),
         "time_ok": p95 < GOAL_MS,
         "size_ok": size < GOAL_BYTES,
-        "sql": queries,
+        "sql": timed.sql,
     }
 
 
+def goal(page: dict[str, Any]) -> str:
+    missed = [what for what, ok in (("time over", page["time_ok"]), ("size over", page["size_ok"])) if not ok]
+    return ", ".join(missed) or "met"
+
+
+COLUMNS = [
+    Column("page", lambda p: p["page"], "<24"),
+    Column("p95 ms", lambda p: p["p95_ms"], ">8.1f"),
+    Column("median ms", lambda p: p["median_ms"], ">10.1f"),
+    Column("bytes", lambda p: p["bytes"], ">11,"),
+    Column("queries", lambda p: p["queries"], ">8"),
+    Column("goal (<1 s, <1 MiB)", goal, gap="  "),
+]
+
+
 def print_table(results: dict[str, Any]) -> None:
-    print(
-        f"\nBounded pages on {results['engine']}: {results['runs']:,} runs of {results['runs']:,} distinct models, "
+    title = (
+        f"Bounded pages on {results['engine']}: {results['runs']:,} runs of {results['runs']:,} distinct models, "
         f"a {results['big_run_requests']:,}-request run, {results['jobs']:,} jobs; "
         f"{results['timed_requests']} timed requests per page"
     )
-    header = f"{'page':<24} {'p95 ms':>8} {'median ms':>10} {'bytes':>11} {'queries':>8}  goal (<1 s, <1 MiB)"
-    common.print_header(header)
-    for p in results["pages"]:
-        missed = [what for what, ok in (("time over", p["time_ok"]), ("size over", p["size_ok"])) if not ok]
-        print(
-            f"{p['page']:<24} {p['p95_ms']:>8.1f} {p['median_ms']:>10.1f} {p['bytes']:>11,} {p['queries']:>8}  "
-            f"{', '.join(missed) or 'met'}"
-        )
+    page_harness.print_table(title, COLUMNS, results["pages"])
 
 
 # --- the engines -----------------------------------------------------------------------
-
-
-def postgres_database(url: str | None, name: str) -> tuple[str, str]:
-    """(the admin URL, a fresh scratch database's URL): ensure-postgres's role unless url is given."""
-    import psycopg
-    from psycopg import sql
-
-    if not url:
-        done = subprocess.run(
-            [str(ROOT / "scripts" / "ensure-postgres.sh")], cwd=ROOT, stdout=subprocess.PIPE, text=True, check=True
-        )
-        url = done.stdout.strip().splitlines()[-1]
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    return url, urllib.parse.urlunsplit(urllib.parse.urlsplit(url)._replace(path="/" + name))
-
-
-def drop_postgres_database(url: str, name: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -294,51 +270,30 @@ def main(argv: list[str] | None = None) -> int:
         # over 10,000 requests the run page's distributions are a sample, and say so
         parser.error("--runs must be 100 or more, --big-run over 10,000, --jobs 50 or more, --requests positive")
 
-    with tempfile.TemporaryDirectory(prefix="kvlab-bounded-bench-") as tmp:
-        pg_admin = None
-        if args.engine == "postgres":
-            pg_admin, url = postgres_database(args.pg_url, args.pg_database)
-            os.environ.update(common.scratch_env(Path(tmp), allowed_hosts="testserver"))
-            os.environ["DATABASE_URL"] = url
-            common.start_django()
-            from django.core.management import call_command
+    with (
+        tempfile.TemporaryDirectory(prefix="kvlab-bounded-bench-") as tmp,
+        page_harness.scratch_database(Path(tmp), args.engine, args.pg_url, args.pg_database),
+    ):
+        from django.test import Client
 
-            call_command("migrate", verbosity=0)
-        else:
-            common.setup_migrated_django(Path(tmp))
-        try:
-            from django.db import connection, connections
-            from django.test import Client
-
-            from benchmarks.charts import views as chart_views
-            from benchmarks.history import values
-            from benchmarks.history import views as history_views
-
-            assert chart_views.MAX_TIMELINE_POINTS == MAX_TIMELINE_POINTS, "the timeline's cap changed; update this"
-            assert (values.SUGGESTIONS, values.TOP_CHOICES) == (SUGGESTIONS, TOP_CHOICES), "update the bounds"
-            assert history_views.REQUESTS_PER_PAGE == REQUESTS_PER_PAGE, "the run page's page size changed"
-            engine_version = connection.cursor().connection.info.server_version if args.engine == "postgres" else None
-            print(
-                f"[{args.engine}] filling {args.runs:,} runs of distinct models, a {args.big_run:,}-request run "
-                f"and {args.jobs:,} jobs ...",
-                flush=True,
-            )
-            data = fill(args) | {"big_run_requests": args.big_run}
-            print(f"[{args.engine}] filled in {data['timings_s']}", flush=True)
-            client = Client()
-            pages = []
-            for case in cases(data):
-                pages.append(measure(client, case, args.requests))
-                p = pages[-1]
-                print(f"  {p['page']:<24} p95 {p['p95_ms']:8.1f} ms  {p['bytes']:>11,} bytes", flush=True)
-            connections.close_all()
-        finally:
-            if pg_admin:
-                drop_postgres_database(pg_admin, args.pg_database)
+        version = page_harness.engine_version()
+        print(
+            f"[{args.engine}] filling {args.runs:,} runs of distinct models, a {args.big_run:,}-request run "
+            f"and {args.jobs:,} jobs ...",
+            flush=True,
+        )
+        data = fill(args) | {"big_run_requests": args.big_run}
+        print(f"[{args.engine}] filled in {data['timings_s']}", flush=True)
+        client = Client()
+        pages = page_harness.measure_each(
+            cases(data),
+            lambda case: measure(client, case, args.requests),
+            lambda p: f"  {p['page']:<24} p95 {p['p95_ms']:8.1f} ms  {p['bytes']:>11,} bytes",
+        )
 
     results = {
         "engine": args.engine,
-        "engine_version": engine_version,
+        "engine_version": version,
         "runs": args.runs,
         "big_run_requests": args.big_run,
         "jobs": args.jobs,

@@ -80,8 +80,10 @@ from pathlib import Path
 from typing import Any
 
 import common  # bench/ is on sys.path when a script runs
+import page_harness
 import synthetic
 from common import ROOT
+from page_harness import Column, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -95,22 +97,14 @@ CHROMIUM_ARGS = [
 ]
 AIM_MS = 300.0  # p95 server time
 AIM_BYTES = 2_000_000  # payload per chart
-RAW_MAX = 2_000  # charts.timeline_data.RAW_MAX, checked at start: past it the timeline draws buckets
 PAINT_AIM_MS = 500.0  # the timeline paints in Chromium: navigation start to painted
-MAX_CURVES = 8  # charts.figures.MAX_CURVES, checked at start
-HOME_TREND_POINTS = 2_000
+HOME_TREND_POINTS = 2_000  # the home page's trend (charts.views.home: no constant of its own to import)
 MARKER_TRACES = ("failed runs", "configuration changed", "workload changed")
-FIGURE_RE = re.compile(rb'<script id="([\w-]+)" type="application/json">(.*?)</script>', re.S)
 
 # --- what each page must show --------------------------------------------------------
 
 
-def scalar(sql: str, params: tuple[Any, ...] = ()) -> Any:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchone()[0]
+scalar = page_harness.scalar
 
 
 def pick_compare_runs(rng: random.Random, model: str) -> list[int]:
@@ -134,10 +128,14 @@ def pick_compare_runs(rng: random.Random, model: str) -> list[int]:
 
 def _raw(n: int) -> int | None:
     """The points of a timeline of n runs drawn one by one; None past RAW_MAX (buckets: checked by their counts)."""
+    from benchmarks.charts.timeline_data import RAW_MAX
+
     return n if n <= RAW_MAX else None
 
 
 def make_cases(model: str, compare_ids: list[int]) -> list[dict[str, Any]]:
+    from benchmarks.charts.timeline_data import RAW_MAX
+
     dated = "started_at IS NOT NULL"
     n_all = scalar(f"SELECT count(*) FROM benchmarks_run WHERE {dated}")
     n_model = scalar(f"SELECT count(*) FROM benchmarks_run WHERE {dated} AND model = %s", (model,))
@@ -203,18 +201,15 @@ def make_cases(model: str, compare_ids: list[int]) -> list[dict[str, Any]]:
 # --- checks ---------------------------------------------------------------------------
 
 
-def figures(content: bytes) -> dict[str, tuple[int, Any]]:
-    """Every json_script on the page: id -> (bytes, parsed figure)."""
-    return {m.group(1).decode(): (len(m.group(2)), json.loads(m.group(2))) for m in FIGURE_RE.finditer(content)}
-
-
 def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
     """Assert the response is the real page; what it held."""
+    from benchmarks.charts.figures import COMPARE_METRICS, MAX_CURVES
+    from benchmarks.charts.timeline_data import MAX_DRAWN, RAW_MAX
+
     name = f"{case['case']} ({case['format']})"
     assert response.status_code == 200, f"{name}: status {response.status_code}"
-    content = response.content
     if case["format"] == "json":
-        rows = json.loads(content)["rows"]
+        rows = json.loads(response.content)["rows"]
         if case.get("runs") and case["runs"] > RAW_MAX:  # the timeline's buckets: every run counted once
             assert sum(r["runs"] for r in rows) == case["runs"], f"{name}: the buckets do not count every run"
         elif case["rows"] is None:  # the load curve: a row per configuration and concurrency
@@ -222,13 +217,13 @@ def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
         else:
             assert len(rows) == case["rows"], f"{name}: {len(rows)} rows, expected {case['rows']}"
         return {"points": len(rows), "figure_bytes": None}
-    assert b"<html" in content, f"{name}: not a full page"
+    page = Page.of(response)
+    assert page.is_full_page, f"{name}: not a full page"
     if case["kind"] == "regressions":
-        found = content.count(b'<td class="num bad">')
-        groups = re.search(rb"No regressions across (\d+) group", content)
-        assert found or (groups and int(groups.group(1)) > 0), f"{name}: neither regressions nor groups shown"
+        found, groups = page_harness.regressions_shown(page)
+        assert found or groups > 0, f"{name}: neither regressions nor groups shown"
         return {"points": found, "figure_bytes": None, "regressions": found}
-    figs = figures(content)
+    figs = page.json_scripts()
     assert case["figure"] in figs, f"{name}: no {case['figure']} json_script"
     size, figure = figs[case["figure"]]
     traces = figure["data"]
@@ -236,27 +231,21 @@ def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
         points = sum(len(t["x"]) for t in traces if t["name"] not in MARKER_TRACES)
         if case["kind"] == "timeline" and case.get("runs", 0) > RAW_MAX:
             # each line's min and max per bucket (2 points a bucket at most), every run in one bucket
-            from benchmarks.charts.timeline_data import MAX_DRAWN
-
             lines = [t["reduced"] for t in traces if "lo" in t.get("reduced", {})]
-            assert b"min and max of its runs per" in content, f"{name}: not the buckets"
+            assert "min and max of its runs per" in page.text, f"{name}: not the buckets"
             assert sum(sum(r["runs"]) for r in lines) == case["runs"], f"{name}: the buckets do not count every run"
-            assert f"{case['runs']:,} runs".encode() in content, f"{name}: the summary does not say {case['runs']:,}"
+            assert f"{case['runs']:,} runs" in page.text, f"{name}: the summary does not say {case['runs']:,}"
             points = 2 * sum(len(r["lo"]) for r in lines)
             assert points <= 2 * MAX_DRAWN, f"{name}: {points} points"
         elif case["kind"] == "timeline":
-            assert f"{case['points']:,} runs".encode() in content, (
-                f"{name}: the summary does not say {case['points']:,}"
-            )
+            assert f"{case['points']:,} runs" in page.text, f"{name}: the summary does not say {case['points']:,}"
         else:
             assert "failures-figure" in figs, f"{name}: no failures figure"
             assert 0 < points <= case["max_points"], f"{name}: {points} points, cap {case['max_points']}"
-            assert content.count(b'<tr class="outcome-') == 10, f"{name}: not 10 latest runs"
+            assert len(page.rows("outcome-")) == 10, f"{name}: not 10 latest runs"
     elif case["kind"] == "compare":
         bars = [t for t in traces if t["type"] == "bar"]
         boxes = [t for t in traces if t["type"] == "box"]
-        from benchmarks.charts.figures import COMPARE_METRICS
-
         panels = len(COMPARE_METRICS)
         assert len(bars) == panels and all(len(t["y"]) == 12 for t in bars), f"{name}: not {panels} panels of 12 bars"
         assert len(boxes) == 12, f"{name}: {len(boxes)} strips, expected 12"
@@ -286,35 +275,25 @@ def bytes_by_key(traces: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def measure(client: Any, case: dict[str, Any], n: int) -> dict[str, Any]:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
     from django.urls import reverse
 
     url = reverse(case["url"])
-    check(case, client.get(url, case["params"]))  # warm up
-    with CaptureQueriesContext(connection) as captured:
-        response = client.get(url, case["params"])
-    queries = list(captured.captured_queries)
-    held = check(case, response)
-    db_ms = sum(common.rerun_ms(q["sql"]) for q in queries)
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        response = client.get(url, case["params"])
-        times.append((time.perf_counter() - start) * 1000)
-        check(case, response)
+    timed = page_harness.time_requests(lambda: client.get(url, case["params"]), lambda r: check(case, r), n)
+    db_ms = sum(common.rerun_ms(sql) for sql in timed.sql)
+    response = timed.response
+    summary = timed.summary()
     result = {
         **{k: v for k, v in case.items() if k != "params"},
         "query": {k: v for k, v in case["params"].items()},
-        "median_ms": round(statistics.median(times), 1),
-        "p95_ms": round(common.percentile(times, 95), 1),
-        "min_ms": round(min(times), 1),
-        "queries": len(queries),
+        "median_ms": summary["median_ms"],
+        "p95_ms": summary["p95_ms"],
+        "min_ms": summary["min_ms"],
+        "queries": len(timed.sql),
         "db_ms": round(db_ms, 1),
         "bytes": len(response.content),
         "gzip_bytes": len(gzip.compress(response.content, 6)),  # for reference: kvlab does not compress
-        **held,
-        "sql": [q["sql"] for q in queries],
+        **timed.held,
+        "sql": timed.sql,
     }
     result["time_ok"] = result["p95_ms"] < AIM_MS
     result["size_ok"] = result["bytes"] < AIM_BYTES
@@ -372,12 +351,14 @@ PAINTED = "() => window.__kv && (window.__kv.painted_n === window.__kv.afterplot
 
 def start_server(var_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
     """manage.py runserver on the scratch database, at a free loopback port."""
+    from django.templatetags.static import static
+
     base = f"http://127.0.0.1:{common.free_port()}"
     proc = common.serve(
         [sys.executable, "manage.py", "runserver", "--noreload", base.removeprefix("http://")],
         common.scratch_env(var_dir, allowed_hosts="127.0.0.1,localhost"),
         var_dir / "runserver.log",
-        probe_url=base + "/static/js/charts.js",
+        probe_url=base + static("js/charts.js"),
     )
     return proc, base
 
@@ -456,14 +437,17 @@ def timeline_paint(base: str, repeats: int, until: str) -> list[dict[str, Any]]:
     the overview, a month, one day before the end, and grouped by configuration + workload; each with
     `paint_ok` (painted within PAINT_AIM_MS of navigation start). bench/scale_pages.py can call it on its
     1,000,000-run database."""
+    from django.urls import reverse
+
     end = datetime.fromisoformat(until)
     day = f"x0={end - timedelta(days=2):%Y-%m-%d+%H:%M:%S}&x1={end - timedelta(days=1):%Y-%m-%d+%H:%M:%S}"
     month = f"date_from={end - timedelta(days=31):%Y-%m-%d}&date_to={end:%Y-%m-%d}"
+    timeline = reverse("chart-timeline")
     pages = [
-        ("timeline label", "/charts/timeline/"),
-        ("timeline a month", f"/charts/timeline/?{month}"),
-        ("timeline a day", f"/charts/timeline/?{day}"),
-        ("timeline series", "/charts/timeline/?group=series"),
+        ("timeline label", timeline),
+        ("timeline a month", f"{timeline}?{month}"),
+        ("timeline a day", f"{timeline}?{day}"),
+        ("timeline series", f"{timeline}?group=series"),
     ]
     results = browser_times(base, [(name, path, "#timeline-figure-plot") for name, path in pages], repeats)
     return [{**r, "paint_ok": r["painted_ms"] < PAINT_AIM_MS} for r in results]
@@ -472,42 +456,50 @@ def timeline_paint(base: str, repeats: int, until: str) -> list[dict[str, Any]]:
 # --- the report ------------------------------------------------------------------------
 
 
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "OVER"
+
+
+COLUMNS = [
+    Column("case", lambda r: r["case"], "<17"),
+    Column("format", lambda r: r["format"], "<6"),
+    Column("median ms", lambda r: r["median_ms"], ">9.1f"),
+    Column("p95 ms", lambda r: r["p95_ms"], ">8.1f"),
+    Column("queries", lambda r: r["queries"], ">7"),
+    Column("db ms", lambda r: r["db_ms"], ">7.1f"),
+    Column("bytes", lambda r: r["bytes"], ">11,"),
+    Column("figure bytes", lambda r: f"{r['figure_bytes']:,}" if r.get("figure_bytes") is not None else "—", ">12"),
+    Column("gzip", lambda r: r["gzip_bytes"], ">9,"),
+    Column("points", lambda r: r["points"], ">7"),
+    Column("time", lambda r: verdict(r["time_ok"]), "<5", gap="  "),
+    Column("size", lambda r: verdict(r["size_ok"]), "<5"),
+]
+BROWSER_COLUMNS = [
+    Column("case", lambda b: b["case"], "<17"),
+    Column("points", lambda b: b["points"], ">7"),
+    Column("traces", lambda b: b["traces"], ">6"),
+    Column("response ms", lambda b: b["response_end_ms"], ">11.0f"),
+    Column("DOMContentLoaded", lambda b: b["dcl_ms"], ">16.0f"),
+    Column("afterplot ms", lambda b: b["afterplot_ms"], ">12.0f"),
+    Column("painted ms", lambda b: b["painted_ms"], ">10.0f"),
+    Column("paint", lambda b: "" if "paint_ok" not in b else verdict(b["paint_ok"]), "<5"),
+    Column("all afterplot", lambda b: b["afterplot_all_ms"], gap="  "),
+]
+
+
 def print_table(results: dict[str, Any]) -> None:
-    print(
-        f"\nChart pages with {results['runs']:,} runs and {results['requests']:,} requests; "
+    title = (
+        f"Chart pages with {results['runs']:,} runs and {results['requests']:,} requests; "
         f"{results['timed_requests']} timed requests per case after a warm-up"
     )
-    header = (
-        f"{'case':<17} {'format':<6} {'median ms':>9} {'p95 ms':>8} {'queries':>7} {'db ms':>7} "
-        f"{'bytes':>11} {'figure bytes':>12} {'gzip':>9} {'points':>7}  {'time':<5} {'size':<5}"
-    )
-    common.print_header(header)
-    for r in results["cases"]:
-        fig = f"{r['figure_bytes']:,}" if r.get("figure_bytes") is not None else "—"
-        print(
-            f"{r['case']:<17} {r['format']:<6} {r['median_ms']:>9.1f} {r['p95_ms']:>8.1f} {r['queries']:>7} "
-            f"{r['db_ms']:>7.1f} {r['bytes']:>11,} {fig:>12} {r['gzip_bytes']:>9,} {r['points']:>7}  "
-            f"{'PASS' if r['time_ok'] else 'OVER':<5} {'PASS' if r['size_ok'] else 'OVER':<5}"
-        )
+    page_harness.print_table(title, COLUMNS, results["cases"])
     print(f"(aims: p95 server time < {AIM_MS:.0f} ms, payload < {AIM_BYTES:,} bytes; db ms: the queries run again")
     print(" on the raw sqlite3 connection with every row fetched, best of 3; bytes: the body as the test client gets")
     print(" it, uncompressed; gzip: the same body gzipped, what a browser that asks gets (kvlab compresses them")
     print(" with gzip); points: figure points, JSON rows, or regressions found)")
     if results["browser"]:
-        print(
-            f"\nBrowser render, headless Chromium, median of {results['browser'][0]['repeats']} loads after a warm-up"
-        )
-        header = (
-            f"{'case':<17} {'points':>7} {'traces':>6} {'response ms':>11} {'DOMContentLoaded':>16} "
-            f"{'afterplot ms':>12} {'painted ms':>10} {'paint':<5}  all afterplot"
-        )
-        common.print_header(header)
-        for b in results["browser"]:
-            aim = "" if "paint_ok" not in b else "PASS" if b["paint_ok"] else "OVER"
-            print(
-                f"{b['case']:<17} {b['points']:>7} {b['traces']:>6} {b['response_end_ms']:>11.0f} {b['dcl_ms']:>16.0f} "
-                f"{b['afterplot_ms']:>12.0f} {b['painted_ms']:>10.0f} {aim:<5}  {b['afterplot_all_ms']}"
-            )
+        title = f"Browser render, headless Chromium, median of {results['browser'][0]['repeats']} loads after a warm-up"
+        page_harness.print_table(title, BROWSER_COLUMNS, results["browser"])
         print("(ms since navigation start; afterplot: Plotly's last plotly_afterplot; painted: two frames later;")
         print(f" paint: the timeline painted within {PAINT_AIM_MS:.0f} ms)")
 
@@ -528,12 +520,10 @@ def main(argv: list[str] | None = None) -> int:
         common.setup_migrated_django(Path(tmp))
         from django.db import connections
         from django.test import Client
+        from django.urls import reverse
 
-        from benchmarks.charts import views as chart_views
         from benchmarks.history import derived
 
-        assert chart_views.timeline_data.RAW_MAX == RAW_MAX, "the timeline's cap changed; update this"
-        assert chart_views.figures.MAX_CURVES == MAX_CURVES, "the load curve's cap changed; update this"
         start = time.perf_counter()
         data = synthetic.insert_lab(args.runs)
         derived.rebuild_all()  # the timeline's buckets, the regressions' baselines: as an import keeps them
@@ -543,13 +533,17 @@ def main(argv: list[str] | None = None) -> int:
         model = synthetic.MODELS[1]
         compare_ids = pick_compare_runs(random.Random(12), model)
         client = Client()
-        measured, profiles = [], {}
-        for case in make_cases(model, compare_ids):
-            measured.append(measure(client, case, args.requests))
-            m = measured[-1]
-            print(f"  {m['case']:<17} {m['format']:<5} median {m['median_ms']:8.1f} ms  {m['bytes']:>11,} bytes")
-            if not args.no_profile and not (m["time_ok"] and m["size_ok"]):
-                profiles[f"{m['case']} ({m['format']})"] = profile(client, case)
+        cases = make_cases(model, compare_ids)
+        measured = page_harness.measure_each(
+            cases,
+            lambda case: measure(client, case, args.requests),
+            lambda m: f"  {m['case']:<17} {m['format']:<5} median {m['median_ms']:8.1f} ms  {m['bytes']:>11,} bytes",
+        )
+        profiles = {
+            f"{m['case']} ({m['format']})": profile(client, case)
+            for case, m in zip(cases, measured, strict=True)
+            if not args.no_profile and not (m["time_ok"] and m["size_ok"])
+        }
         db_bytes = (Path(tmp) / "kvlab.sqlite3").stat().st_size
         connections.close_all()
 
@@ -560,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 browser = timeline_paint(base, args.browser_repeats, until=data["now"]) + browser_times(
                     base,
-                    [("compare 12 runs", f"/charts/compare/?{compare_query}", "#compare-figure-plot")],
+                    [("compare 12 runs", f"{reverse('chart-compare')}?{compare_query}", "#compare-figure-plot")],
                     args.browser_repeats,
                 )
             finally:

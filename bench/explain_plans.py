@@ -33,15 +33,18 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import common  # bench/ is on sys.path when a script runs
+import page_harness
 import synthetic
 
 SCAN = re.compile(r"\bSCAN (\w+)")
@@ -187,6 +190,24 @@ def fill(runs: int) -> None:
         cursor.execute("ANALYZE")
 
 
+@contextlib.contextmanager
+def database(args: argparse.Namespace, work: Path) -> Iterator[None]:
+    """Django on the database named by --database-url (as it is), or on a migrated scratch one of the engine."""
+    if not args.database_url:
+        with page_harness.scratch_database(work, args.engine, pg_database=args.pg_database):
+            yield
+        return
+    os.environ.update(common.scratch_env(work, allowed_hosts="testserver"))
+    os.environ["DATABASE_URL"] = args.database_url  # never the database of the environment: the one named
+    common.start_django()
+    from django.db import connections
+
+    try:
+        yield
+    finally:
+        connections.close_all()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engine", choices=("sqlite", "postgres"), default="sqlite")
@@ -197,36 +218,15 @@ def main(argv: list[str] | None = None) -> int:
     args = common.parse_args(parser, argv, smoke={"runs": 500})
     if args.database_url:
         args.engine = "sqlite" if args.database_url.startswith("sqlite") else "postgres"
-    from bounded_pages import drop_postgres_database, postgres_database
+    with tempfile.TemporaryDirectory(prefix="kvlab-explain-") as tmp, database(args, Path(tmp)):
+        from django.test import Client
 
-    with tempfile.TemporaryDirectory(prefix="kvlab-explain-") as tmp:
-        pg_admin = None
-        os.environ.update(common.scratch_env(Path(tmp), allowed_hosts="testserver"))
-        os.environ.pop("DATABASE_URL", None)  # never the database of the environment: a scratch one, or the one named
-        if args.database_url:
-            os.environ["DATABASE_URL"] = args.database_url
-            common.start_django()
-        elif args.engine == "postgres":
-            pg_admin, os.environ["DATABASE_URL"] = postgres_database(None, args.pg_database)
-            common.start_django()
-        else:
-            common.start_django()
-        try:
-            from django.core.management import call_command
-            from django.db import connections
-            from django.test import Client
+        from benchmarks.models import Run
 
-            from benchmarks.models import Run
-
-            if not args.database_url:
-                call_command("migrate", verbosity=0)
-                fill(args.runs)
-            n_runs = Run.objects.count()
-            found = {name: plans(Client(), url) for name, url in pages()}
-            connections.close_all()
-        finally:
-            if pg_admin:
-                drop_postgres_database(pg_admin, args.pg_database)
+        if not args.database_url:
+            fill(args.runs)
+        n_runs = Run.objects.count()
+        found = {name: plans(Client(), url) for name, url in pages()}
     if args.engine == "sqlite":
         print(f"\nEXPLAIN QUERY PLAN of every page query, {n_runs:,} runs (SQLite)")
         report_sqlite(found)

@@ -31,17 +31,19 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 import common  # bench/ is on sys.path when a script runs
+import page_harness
 import synthetic
+from page_harness import Page
 
 GOAL_MS = 50
 
 
 def measure_page(runs: int, repeats: int) -> dict[str, Any]:
-    from django.db import connection
     from django.test import Client
     from django.urls import reverse
 
@@ -58,31 +60,23 @@ def measure_page(runs: int, repeats: int) -> dict[str, Any]:
     client = Client()
     pages: dict[str, Any] = {}
     at_most = {f"t_{m}": 1000 for m in figures.METRICS}
+    url = reverse("chart-regressions")
+
+    def check(response: Any) -> Page:
+        assert response.status_code == 200, f"{url}: status {response.status_code}"
+        return Page.of(response)
+
     for grouping in figures.GROUPINGS:
         for name, query in (("default", {}), ("at 1000 %", at_most)):
-            times, sql = [], []
-            for _ in range(repeats + 1):  # the first warms the caches
-                in_sql = [0.0]
-
-                def timer(execute: Any, *args: Any, in_sql: list[float] = in_sql) -> Any:
-                    start = time.perf_counter()
-                    try:
-                        return execute(*args)
-                    finally:
-                        in_sql[0] += time.perf_counter() - start
-
-                start = time.perf_counter()
-                with connection.execute_wrapper(timer):
-                    response = client.get(reverse("chart-regressions"), {"group": grouping, **query})
-                times.append((time.perf_counter() - start) * 1000)
-                sql.append(in_sql[0] * 1000)
-                assert response.status_code == 200
-            times, sql = times[1:], sql[1:]
+            params = {"group": grouping, **query}
+            timed = page_harness.time_requests(
+                lambda params=params: client.get(url, params), check, repeats, count="first timed", time_sql=True
+            )
             pages[f"{grouping}, {name}"] = {
-                "p50_ms": round(statistics.median(times), 1),
-                "p95_ms": round(common.percentile(times, 95), 1),
-                "sql_p50_ms": round(statistics.median(sql), 1),
-                "says": "none" if "No regressions across" in response.content.decode() else "regressions",
+                "p50_ms": round(statistics.median(timed.times_ms), 1),
+                "p95_ms": round(common.percentile(timed.times_ms, 95), 1),
+                "sql_p50_ms": round(statistics.median(timed.sql_ms), 1),
+                "says": "none" if "No regressions across" in timed.held.text else "regressions",
             }
             shown = pages[f"{grouping}, {name}"]
             print(f"  {grouping:7} {name:10}  p50 {shown['p50_ms']:7.1f} ms  p95 {shown['p95_ms']:7.1f} ms"
@@ -166,31 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="kvlab-regressions-") as tmp:
         work = Path(tmp)
         if url:
-            import psycopg
-
-            base, name = url.rsplit("/", 1)
-            scratch = f"{name}_regressions"
-            with psycopg.connect(url, autocommit=True) as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{scratch}"')
-                admin.execute(f'CREATE DATABASE "{scratch}"')
-            os.environ["DATABASE_URL"] = f"{base}/{scratch}"
-            os.environ["KVLAB_VAR_DIR"] = str(work)
-            os.environ["KVLAB_ALLOWED_HOSTS"] = "testserver"
-            common.start_django()
-            from django.core.management import call_command
-            from django.db import connections
-
-            call_command("migrate", verbosity=0)
-            try:
+            scratch = urllib.parse.urlsplit(url).path.strip("/") + "_regressions"
+            with page_harness.scratch_database(work, "postgres", pg_url=url, pg_database=scratch):
                 common.print_header(f"regressions page, PostgreSQL, {args.runs:,} runs")
                 results["page"] = measure_page(args.runs, args.repeats)
-            finally:
-                connections.close_all()
-                pool_closer = getattr(connections["default"], "close_pool", None)
-                if pool_closer is not None:  # the pool's idle connections hold the database too
-                    pool_closer()
-                with psycopg.connect(url, autocommit=True) as admin:
-                    admin.execute(f'DROP DATABASE IF EXISTS "{scratch}"')
         else:
             common.setup_django(work, allowed_hosts="testserver")
             common.print_header(f"the import hook, SQLite, {args.requests:,} requests")

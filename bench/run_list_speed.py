@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import tempfile
 import time
@@ -43,20 +42,16 @@ from pathlib import Path
 from typing import Any
 
 import common  # bench/ is on sys.path when a script runs
+import page_harness
 import synthetic
-
-ROW_MARKER = b'<tr class="outcome-'  # one per run row in templates/benchmarks/run_list.html
+from page_harness import Column, Page
 
 # --- the measurement ---------------------------------------------------------------
 
 
 def count_runs(where: str = "", params: tuple[Any, ...] = ()) -> int:
     """Count runs with plain SQL, independently of the view, to know what each page must show."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM benchmarks_run {where}", params)
-        return cursor.fetchone()[0]
+    return page_harness.scalar(f"SELECT count(*) FROM benchmarks_run {where}", params)
 
 
 def rows_on_page(total: int, per_page: int, page: int) -> int:
@@ -68,11 +63,18 @@ def rows_on_page(total: int, per_page: int, page: int) -> int:
     return min(per_page, total - (page - 1) * per_page)
 
 
+def page_sizes() -> tuple[int, int]:
+    """The run list's default page size and its largest (history.forms)."""
+    from benchmarks.history.forms import PAGE_SIZES, RunFilterForm
+
+    return RunFilterForm.base_fields["per_page"].empty_value, max(PAGE_SIZES)
+
+
 def cases(filter_model: str) -> list[dict[str, Any]]:
     total = count_runs()
     failed = count_runs("WHERE model = %s AND n_ok = 0 AND n_requests > 0", (filter_model,))
     result = []
-    for per_page in (50, 200):
+    for per_page in page_sizes():
         pages = [
             ("default", {}, False, rows_on_page(total, per_page, 1)),
             ("filtered", {"model": filter_model, "outcome": "failed"}, False, rows_on_page(failed, per_page, 1)),
@@ -96,56 +98,55 @@ def cases(filter_model: str) -> list[dict[str, Any]]:
 
 def fetch(client: Any, url: str, case: dict[str, Any]) -> Any:
     headers = {"HTTP_HX_REQUEST": "true"} if case["htmx"] else {}
-    response = client.get(url, case["params"], **headers)
+    return client.get(url, case["params"], **headers)
+
+
+def check(case: dict[str, Any], response: Any) -> None:
     assert response.status_code == 200, f"{case['case']}: status {response.status_code}"
-    rows = response.content.count(ROW_MARKER)
+    page = Page.of(response)
+    rows = len(page.rows("outcome-"))  # one per run row in templates/benchmarks/run_list.html
     assert rows == case["expected_rows"], (
         f"{case['case']}/{case['per_page']}: {rows} rows, expected {case['expected_rows']}"
     )
-    is_full_page = b"<html" in response.content
-    assert is_full_page != case["htmx"], f"{case['case']}: htmx={case['htmx']} but full page={is_full_page}"
-    return response
+    assert page.is_full_page != case["htmx"], f"{case['case']}: htmx={case['htmx']} but full page={page.is_full_page}"
 
 
 def measure_case(client: Any, url: str, case: dict[str, Any], n: int) -> dict[str, Any]:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    fetch(client, url, case)  # warm up
-    with CaptureQueriesContext(connection) as captured:
-        response = fetch(client, url, case)
-    queries = list(captured.captured_queries)  # read now: the next request clears the log
-    sql = [{"ms": round(common.rerun_ms(q["sql"]), 2), "sql": q["sql"]} for q in queries]
-    times = []
-    for _ in range(n):
-        start = time.perf_counter()
-        fetch(client, url, case)
-        times.append((time.perf_counter() - start) * 1000)
+    timed = page_harness.time_requests(lambda: fetch(client, url, case), lambda response: check(case, response), n)
+    sql = [{"ms": round(common.rerun_ms(q), 2), "sql": q} for q in timed.sql]
+    summary = timed.summary(digits=2)
     return {
         **case,
-        "median_ms": round(statistics.median(times), 2),
-        "p95_ms": round(common.percentile(times, 95), 2),
-        "min_ms": round(min(times), 2),
-        "queries": len(queries),
+        "median_ms": summary["median_ms"],
+        "p95_ms": summary["p95_ms"],
+        "min_ms": summary["min_ms"],
+        "queries": len(timed.sql),
         "db_ms": round(sum(q["ms"] for q in sql), 2),
-        "response_kib": round(len(response.content) / 1024, 1),
+        "response_kib": round(len(timed.response.content) / 1024, 1),
         "sql": sql,
     }
 
 
+def query_string(r: dict[str, Any]) -> str:
+    return "&".join(f"{k}={v}" for k, v in r["params"].items()) + ("  [HX-Request]" if r["htmx"] else "")
+
+
+COLUMNS = [
+    Column("case", lambda r: r["case"], "<9"),
+    Column("per_page", lambda r: r["per_page"], ">8"),
+    Column("rows", lambda r: r["expected_rows"], ">5"),
+    Column("median ms", lambda r: r["median_ms"], ">10.1f"),
+    Column("p95 ms", lambda r: r["p95_ms"], ">8.1f"),
+    Column("queries", lambda r: r["queries"], ">8"),
+    Column("db ms", lambda r: r["db_ms"], ">7.1f"),
+    Column("KiB", lambda r: r["response_kib"], ">6.0f"),
+    Column("query string", query_string, gap="  "),
+]
+
+
 def print_table(results: dict[str, Any]) -> None:
-    print(f"\nRun list with {results['runs']:,} runs, {results['timed_requests']} timed requests per case")
-    header = (
-        f"{'case':<9} {'per_page':>8} {'rows':>5} {'median ms':>10} {'p95 ms':>8} {'queries':>8} "
-        f"{'db ms':>7} {'KiB':>6}  query string"
-    )
-    common.print_header(header)
-    for r in results["cases"]:
-        query = "&".join(f"{k}={v}" for k, v in r["params"].items()) + ("  [HX-Request]" if r["htmx"] else "")
-        print(
-            f"{r['case']:<9} {r['per_page']:>8} {r['expected_rows']:>5} {r['median_ms']:>10.1f} {r['p95_ms']:>8.1f} "
-            f"{r['queries']:>8} {r['db_ms']:>7.1f} {r['response_kib']:>6.0f}  {query}"
-        )
+    title = f"Run list with {results['runs']:,} runs, {results['timed_requests']} timed requests per case"
+    page_harness.print_table(title, COLUMNS, results["cases"])
     print("(db ms: that page's queries run again on the raw sqlite3 connection, all rows fetched, best of 3;")
     print(" the rest of the median is Python: form, paginator, template)")
 
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="kvlab-runlist-bench-") as tmp:
         common.setup_migrated_django(Path(tmp))
+        from django.db import connections
         from django.test import Client
         from django.urls import reverse
 
@@ -169,13 +171,11 @@ def main(argv: list[str] | None = None) -> int:
 
         client = Client()
         url = reverse("run-list")
-        measured = []
-        for case in cases(filter_model=synthetic.MODELS[0]):
-            measured.append(measure_case(client, url, case, args.requests))
-            m = measured[-1]
-            print(f"  {m['case']:<9} per_page={m['per_page']:<4} median {m['median_ms']:7.1f} ms")
-        from django.db import connections
-
+        measured = page_harness.measure_each(
+            cases(filter_model=synthetic.MODELS[0]),
+            lambda case: measure_case(client, url, case, args.requests),
+            lambda m: f"  {m['case']:<9} per_page={m['per_page']:<4} median {m['median_ms']:7.1f} ms",
+        )
         connections.close_all()
 
     results = {

@@ -56,12 +56,9 @@ bench/out/smoke/).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
-import re
 import shlex
-import statistics
 import subprocess
 import sys
 import time
@@ -70,25 +67,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import common  # bench/ is on sys.path when a script runs
+import page_harness
 import scale_fill
 import synthetic
 from common import ROOT
+from page_harness import Column, Page
 
 GOAL_MS = 300.0  # p95 server time, every page
 GOAL_REGRESSIONS_MS = 50.0  # the regressions page
 GOAL_BYTES = 2**20  # on the wire
-MAX_CURVES = 8  # charts.figures.MAX_CURVES, checked at start
-COMPARE_BOX_POINTS = 10_000  # charts.views.COMPARE_BOX_POINTS: the compare chart's sample, checked at start
-DISTRIBUTION_SAMPLE = 10_000  # history.views.DISTRIBUTION_SAMPLE: the run page's, checked at start
-RUN_ROW = re.compile(rb'<tr class="outcome-[\w-]+">.*?<a href="/runs/(\d+)/">', re.S)  # run_list.html
-NO_RUNS = b"No runs match these filters."
+NO_RUNS = "No runs match these filters."  # run_list.html
 # many matches sorted by a value: the latest N of them are sorted (history.views.SORT_WINDOW), and the page says so
-SORT_WINDOW_NOTE = re.compile(rb"So many runs match that the latest ([\d,]+) of them are sorted")
-REQUEST_ROW = re.compile(rb'<tr class="(ok|failed)">')  # run_detail.html
-COMPARE_HEAD = re.compile(rb'<th><a href="/runs/(\d+)/">')  # run_compare.html
-JOB_ROW = re.compile(rb'<tr><td><a href="/jobs/\d+/">')  # job_list.html
-SWEEP_ROW = re.compile(rb'<tr><td><a href="/sweeps/\d+/">')  # sweep_list.html
-FIGURE = re.compile(rb'<script id="([\w-]+)" type="application/json">(.*?)</script>', re.S)
+SORT_WINDOW_NOTE = r"So many runs match that the latest ([\d,]+) of them are sorted"
 MARKER_TRACES = ("failed runs", "configuration changed", "workload changed")
 # The filters in plain SQL, independent of the view: what every row of the page must match.
 OUTCOME_SQL = {
@@ -102,13 +92,8 @@ OUTCOME_SQL = {
 # --- the pages and what each must show ---------------------------------------------------
 
 
-def scalar(sql: str, params: tuple[Any, ...] = ()) -> Any:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    return row[0] if row else None
+scalar = page_harness.scalar
+rows = page_harness.rows
 
 
 def run_list_case(name: str, params: dict[str, Any], where: list[tuple[str, tuple[Any, ...]]]) -> dict[str, Any]:
@@ -151,6 +136,7 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
 
     from benchmarks.charts import figures
     from benchmarks.history.forms import KEY_SEARCH_RUNS, SORTS
+    from benchmarks.history.views import DISTRIBUTION_SAMPLE, REQUESTS_PER_PAGE
 
     until = datetime.fromisoformat(meta["until"])
     adapt = connection.ops.adapt_datetimefield_value
@@ -242,8 +228,8 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
         {"page": "compare chart, 12 runs", "kind": "compare chart", "url": reverse("chart-compare"),
          "params": {"run": compare_ids}, "points": n_strip},
         {"page": f"run page, {meta['big_runs']:,} requests", "kind": "run page",
-         "url": reverse("run-detail", args=[big[0]]), "params": {}, "requests": min(200, meta["big_runs"]),
-         "sampled": meta["big_runs"] > DISTRIBUTION_SAMPLE},
+         "url": reverse("run-detail", args=[big[0]]), "params": {},
+         "requests": min(REQUESTS_PER_PAGE, meta["big_runs"]), "sampled": meta["big_runs"] > DISTRIBUTION_SAMPLE},
         {"page": f"compare, 2 runs of {meta['big_runs']:,}", "kind": "compare page", "url": reverse("run-compare"),
          "params": {"run": big}, "runs": big},
         {"page": f"compare chart, 2 runs of {meta['big_runs']:,}", "kind": "compare chart",
@@ -270,6 +256,8 @@ def big_run_sample(big: list[int]) -> list[dict[str, Any]]:
     """What the compare chart of the two big runs must draw, in plain SQL: per run its ok requests with a
     tok/s at seq 0, step, 2·step, … (charts.views.COMPARE_BOX_POINTS shared between the two runs, step
     = ⌈its requests' span / its share⌉: history.sampling), and whether the page must call it a sample."""
+    from benchmarks.charts.views import COMPARE_BOX_POINTS
+
     share = COMPARE_BOX_POINTS // len(big)
     strips = []
     for run_id in big:
@@ -285,29 +273,16 @@ def big_run_sample(big: list[int]) -> list[dict[str, Any]]:
     return strips
 
 
-def rows(sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
-def figures_on(content: bytes) -> dict[str, Any]:
-    """Every json_script on the page: id -> parsed figure."""
-    return {m.group(1).decode(): json.loads(m.group(2)) for m in FIGURE.finditer(content)}
-
-
 def points(figure: dict[str, Any]) -> int:
     return sum(len(t.get("x") or t.get("y") or []) for t in figure["data"] if t.get("name") not in MARKER_TRACES)
 
 
-def check_run_list(case: dict[str, Any], content: bytes) -> None:
+def check_run_list(case: dict[str, Any], page: Page) -> None:
     name = case["page"]
-    ids = [int(i) for i in RUN_ROW.findall(content)]
+    ids = page_harness.linked_ids(page.rows("outcome-"), "run-detail")  # run_list.html: a run's row links it
     assert len(ids) == case["rows"], f"{name}: {len(ids)} rows, not {case['rows']}"
     if not ids:
-        assert NO_RUNS in content, f"{name}: no rows and no word of it"
+        assert NO_RUNS in page.text, f"{name}: no rows and no word of it"
         return
     clause, args = case["where"]
     marks = ", ".join(["%s"] * len(ids))
@@ -324,8 +299,8 @@ def check_run_list(case: dict[str, Any], content: bytes) -> None:
     keyed = [rank[v] for v in values]
     assert keyed == sorted(keyed, reverse=case["descending"]), f"{name}: the rows are not in the sort's order"
     if "page" not in case["params"]:
-        window = SORT_WINDOW_NOTE.search(content)
-        extreme = case["extreme"] if not window else latest_extreme(case, int(window.group(1).replace(b",", b"")))
+        window = page.search(SORT_WINDOW_NOTE)
+        extreme = case["extreme"] if not window else latest_extreme(case, int(window.group(1).replace(",", "")))
         assert values[0] == extreme, f"{name}: first row holds {values[0]}, the extreme is {extreme}"
 
 
@@ -342,60 +317,61 @@ def latest_extreme(case: dict[str, Any], n: int) -> Any:
 
 def check(case: dict[str, Any], response: Any) -> bytes:
     """Assert the answer is the real page; its body, decompressed."""
+    from benchmarks.charts.figures import MAX_CURVES
+
     name, kind = case["page"], case["kind"]
     assert response.status_code == 200, f"{name}: status {response.status_code}"
-    body = b"".join(response.streaming_content) if response.streaming else response.content
-    if response.get("Content-Encoding") == "gzip":
-        body = gzip.decompress(body)
+    body = page_harness.body_of(response)
     if kind == "timeline json":
         data = json.loads(body)
         assert data["rows"], f"{name}: no rows"
         return body
-    assert b"<html" in body, f"{name}: not a full page"
+    page = Page(body)
+    assert page.is_full_page, f"{name}: not a full page"
     if kind == "run list":
-        check_run_list(case, body)
+        check_run_list(case, page)
     elif kind == "run page":
-        found = len(REQUEST_ROW.findall(body))
+        found = len(page.rows(classes=("ok", "failed")))  # run_detail.html
         assert found == case["requests"], f"{name}: {found} request rows, not {case['requests']}"
         if case.get("sampled"):
-            assert b"a sample: every" in body, f"{name}: the distributions do not say they are a sample"
+            assert "a sample: every" in page.text, f"{name}: the distributions do not say they are a sample"
     elif kind == "compare page":
-        shown = [int(i) for i in COMPARE_HEAD.findall(body)]
+        heads = [th for thead in page.find_all("thead") for th in thead.find_all("th")]
+        shown = page_harness.linked_ids(heads, "run-detail")  # run_compare.html: a column per run
         assert shown == case["runs"], f"{name}: runs {shown}, not {case['runs']}"
     elif kind == "compare chart":
-        figure = figures_on(body).get("compare-figure")
+        figure = page.figures().get("compare-figure")
         assert figure, f"{name}: no figure"
         boxes = [t for t in figure["data"] if t.get("type") == "box"]
         if "strips" in case:  # the big runs: each an even sample, and the page says of how many
             assert [len(t["y"]) for t in boxes] == [s["points"] for s in case["strips"]], f"{name}: not the sample"
-            text = b" ".join(body.split())
             for strip in (s for s in case["strips"] if s["step"] > 1):
-                note = f"{strip['points']:,} of {strip['n_ok']:,} (every {strip['step']:,}th)".encode()
-                assert note in text, f"{name}: the page does not say {note.decode()!r}"
+                note = f"{strip['points']:,} of {strip['n_ok']:,} (every {strip['step']:,}th)"
+                assert note in page.text, f"{name}: the page does not say {note!r}"
             return body
         assert len(boxes) == 12, f"{name}: {len(boxes)} strips, not 12"
         shown = sum(len(t["y"]) for t in boxes)
         assert shown == case["points"], f"{name}: {shown} strip points, not the {case['points']} ok requests"
     elif kind == "timeline":
-        figure = figures_on(body).get(case["figure"])
+        figure = page.figures().get(case["figure"])
         assert figure and points(figure) > 0, f"{name}: no figure, or no point on it"
     elif kind == "load curve":
-        figure = figures_on(body).get("load-figure")
+        figure = page.figures().get("load-figure")
         assert figure, f"{name}: no figure"
         curves = [t for t in figure["data"] if t.get("mode") == "lines+markers" and t.get("yaxis", "y") == "y"]
         assert 1 <= len(curves) <= MAX_CURVES, f"{name}: {len(curves)} curves"
     elif kind == "regressions":
-        found = body.count(b'<td class="num bad">')
-        groups = re.search(rb"No regressions across (\d+) group", body)
-        assert found or (groups and int(groups.group(1)) > 0), f"{name}: neither regressions nor groups shown"
+        found, groups = page_harness.regressions_shown(page)
+        assert found or groups > 0, f"{name}: neither regressions nor groups shown"
     elif kind == "home":
-        assert "trend-figure" in figures_on(body), f"{name}: no trend figure"
-        assert len(RUN_ROW.findall(body)) == 10, f"{name}: not the 10 latest runs"
+        assert "trend-figure" in page.figures(), f"{name}: no trend figure"
+        latest = page_harness.linked_ids(page.rows("outcome-"), "run-detail")
+        assert len(latest) == 10, f"{name}: not the 10 latest runs"
     elif kind == "jobs":
-        found = len(JOB_ROW.findall(body))
+        found = len(page_harness.linked_ids(page.rows(), "job-detail"))  # job_list.html
         assert found == case["jobs"], f"{name}: {found} job rows, not {case['jobs']}"
     elif kind == "sweeps":
-        found = len(SWEEP_ROW.findall(body))
+        found = len(page_harness.linked_ids(page.rows(), "sweep-detail"))  # sweep_list.html
         assert found == case["sweeps"], f"{name}: {found} sweep rows, not {case['sweeps']}"
     return body
 
@@ -408,35 +384,22 @@ def get(client: Any, case: dict[str, Any]) -> Any:
 
 
 def measure(client: Any, case: dict[str, Any], n: int, budget_s: float) -> dict[str, Any]:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    start = time.perf_counter()
-    check(case, get(client, case))  # warm up
-    warm_up_s = time.perf_counter() - start
-    least = 1 if warm_up_s > budget_s else 3  # a page slower than the budget itself is timed once
-    times: list[float] = []
-    queries: list[str] = []
-    spent = 0.0
-    while len(times) < n and not (spent > budget_s and len(times) >= least):
-        with CaptureQueriesContext(connection) as captured:  # its cost: microseconds a query
-            start = time.perf_counter()
-            response = get(client, case)
-            times.append((time.perf_counter() - start) * 1000)
-        queries = queries or [q["sql"] for q in captured.captured_queries]  # the first timed request's
-        spent += times[-1] / 1000
-        body = check(case, response)
+    timed = page_harness.time_requests(
+        lambda: get(client, case), lambda r: check(case, r), n, count="first timed", budget_s=budget_s
+    )
+    response, body, queries = timed.response, timed.held, timed.sql
     goal_ms = case.get("goal_ms", GOAL_MS)
     wire = len(response.content) if not response.streaming else None
-    p95 = common.percentile(times, 95)
+    p95 = common.percentile(timed.times_ms, 95)
+    summary = timed.summary()
     result = {
         "page": case["page"],
         "path": case["url"] + "?" + urllib.parse.urlencode(case["params"], doseq=True)
         if case["params"]
         else case["url"],
-        "p95_ms": round(p95, 1),
-        "median_ms": round(statistics.median(times), 1),
-        "timed": len(times),
+        "p95_ms": summary["p95_ms"],
+        "median_ms": summary["median_ms"],
+        "timed": len(timed.times_ms),
         "goal_ms": goal_ms,
         "wire_bytes": wire,
         "bytes": len(body),
@@ -478,24 +441,28 @@ def verdict(page: dict[str, Any]) -> str:
     return f"MISSED ({', '.join(missed)})" if missed else "met"
 
 
+COLUMNS = [
+    Column("page", lambda p: p["page"], "<34"),
+    Column("p95 ms", lambda p: p["p95_ms"], ">8.1f"),
+    Column("goal", lambda p: "<" + format(p["goal_ms"], ".0f"), ">6"),
+    Column("median", lambda p: p["median_ms"], ">8.1f"),
+    Column("timed", lambda p: p["timed"], ">5"),
+    Column("wire B", lambda p: f"{p['wire_bytes']:,}" if p["wire_bytes"] is not None else "stream", ">10"),
+    Column("goal", lambda p: "<1 MiB", ">8"),
+    Column("queries", lambda p: p["queries"], ">7"),
+    Column("verdict", verdict, gap="  "),
+]
+
+
 def print_table(results: dict[str, Any]) -> None:
-    print(
-        f"\nPages at scale on {results['engine']}: {results['runs']:,} runs, {results['requests']:,} requests, "
+    title = (
+        f"Pages at scale on {results['engine']}: {results['runs']:,} runs, {results['requests']:,} requests, "
         f"{results['jobs']:,} jobs, {results['sweeps']:,} sweeps, and 2 big runs of {results['big_runs']:,} requests; "
         f"up to {results['timed_requests']} timed requests a page, gzip asked"
     )
+    print(f"\n{title}")
     print(f"reproduce: {results['command']}")
-    header = (
-        f"{'page':<34} {'p95 ms':>8} {'goal':>6} {'median':>8} {'timed':>5} {'wire B':>10} {'goal':>8} "
-        f"{'queries':>7}  verdict"
-    )
-    common.print_header(header)
-    for p in results["pages"]:
-        wire = f"{p['wire_bytes']:,}" if p["wire_bytes"] is not None else "stream"
-        print(
-            f"{p['page']:<34} {p['p95_ms']:>8.1f} {'<' + format(p['goal_ms'], '.0f'):>6} {p['median_ms']:>8.1f} "
-            f"{p['timed']:>5} {wire:>10} {'<1 MiB':>8} {p['queries']:>7}  {verdict(p)}"
-        )
+    page_harness.print_table(None, COLUMNS, results["pages"])
     missed = [p for p in results["pages"] if not (p["time_ok"] and p["size_ok"])]
     print(f"{len(results['pages']) - len(missed)} of {len(results['pages'])} pages met both goals")
     for p in missed:
@@ -545,16 +512,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.engine == "sqlite":
         os.environ.pop("DATABASE_URL", None)
     common.start_django()
-    from django.db import connection, connections
+    from django.db import connections
     from django.test import Client
 
-    from benchmarks.charts import figures, views
-    from benchmarks.history import views as history_views
-
-    assert figures.MAX_CURVES == MAX_CURVES, "the load curve's cap changed; update this"
-    assert views.COMPARE_BOX_POINTS == COMPARE_BOX_POINTS, "the compare chart's sample changed; update this"
-    assert history_views.DISTRIBUTION_SAMPLE == DISTRIBUTION_SAMPLE, "the run page's sample changed; update this"
-    engine_version = connection.cursor().connection.info.server_version if args.engine == "postgres" else None
+    engine_version = page_harness.engine_version()
     client = Client()
     pages = []
     wrong = []

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import chart_speed
 import common
+import page_harness
 from common import ROOT
+from page_harness import Column
 
 CACHE = Path.home() / ".cache" / "kvlab" / "scale"
 
@@ -40,23 +42,32 @@ def main(argv: list[str] | None = None) -> int:
     port = common.free_port()
     base = f"http://127.0.0.1:{port}"
     env = common.scratch_env(var_dir, allowed_hosts="127.0.0.1,localhost")
+    common.setup_django(var_dir)  # for its URLconf: this process reads nothing of the database
+    from django.urls import reverse
+
     log = args.out / "scale_paint_server.log"
     args.out.mkdir(parents=True, exist_ok=True)
     command = [str(ROOT / ".venv/bin/python"), "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"]
-    server = common.serve(command, env, log, base + "/charts/timeline/")
+    server = common.serve(command, env, log, base + reverse("chart-timeline"))
     try:
         pages = chart_speed.timeline_paint(base, args.repeats, fill["until"])
     finally:
         common.stop(server)
-    print(f"\nTimeline paint in Chromium, {fill['runs']:,} runs (SQLite), {args.repeats} loads each after a warm-up")
-    goal = f"goal (<{chart_speed.PAINT_AIM_MS:.0f} ms)"
-    print(f"{'page':<20} {'traces':>6} {'points':>7} {'painted ms (median)':>20}  {goal}  afterplots")
-    for page in pages:
-        verdict = "met" if page["paint_ok"] else "MISSED"
-        print(
-            f"{page['case']:<20} {page['traces']:>6} {page['points']:>7,} {page['painted_ms']:>20.0f}  "
-            f"{verdict:<14}  {page['afterplots']}"
-        )
+    title = f"Timeline paint in Chromium, {fill['runs']:,} runs (SQLite), {args.repeats} loads each after a warm-up"
+    columns = [
+        Column("page", lambda page: page["case"], "<20"),
+        Column("traces", lambda page: page["traces"], ">6"),
+        Column("points", lambda page: page["points"], ">7,"),
+        Column("painted ms (median)", lambda page: page["painted_ms"], ">20.0f"),
+        Column(
+            f"goal (<{chart_speed.PAINT_AIM_MS:.0f} ms)",
+            lambda page: "met" if page["paint_ok"] else "MISSED",
+            "<14",
+            gap="  ",
+        ),
+        Column("afterplots", lambda page: page["afterplots"], gap="  "),
+    ]
+    page_harness.print_table(title, columns, pages, underline=False)
     print(f"  (command: .venv/bin/python bench/scale_paint.py {' '.join(argv if argv is not None else sys.argv[1:])})")
     common.write_results(args.out, "scale_paint", {"runs": fill["runs"], "pages": pages, **common.machine()})
     return 0

@@ -9,6 +9,7 @@ never over the figures in bench/out/.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -31,6 +32,15 @@ def smoke(script: str, out: Path, *options: str, env: dict[str, str] | None = No
         f"--- stderr ---\n{done.stderr[-5000:]}"
     )
     return done.stdout
+
+
+def bench_module(name: str) -> Any:
+    """A module of bench/, imported as its scripts import one another (bench/ on sys.path)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
 
 
 def results(out: Path, name: str) -> dict[str, Any]:
@@ -230,3 +240,48 @@ def test_explain_plans_reads_the_plan_of_every_page_query(tmp_path: Path) -> Non
     assert listed and all(s["plan"] and s["tables"] for s in listed)
     assert any(s["reads_at_most"] == 50 for s in listed), listed
     assert "EXPLAIN QUERY PLAN of every page query" in stdout
+
+
+def test_the_page_harness_reads_rows_links_figures_and_text_from_the_parsed_html() -> None:
+    page_harness = bench_module("page_harness")
+    html = """<!doctype html><html><body>
+      <p class="empty">No regressions
+        across 3 groups (9 configuration × workload series)</p>
+      <table><thead><tr><th></th><th><a href="/runs/7/">a</a><br><small>k</small></th></tr></thead><tbody>
+        <tr class="outcome-ok"><td>model-a</td>
+          <td><a href="/imports/2/">file</a> <a href="/runs/12/?x=1">run</a></td></tr>
+        <tr class="outcome-failed"><td><img src="x.png">model-b</td><td><a href="/runs/11/">run</a></td></tr>
+        <tr class="ok"><td class="num bad">-12%</td></tr><tr class="failed"><td>no link</td></tr>
+      </tbody></table>
+      <script id="timeline-figure" type="application/json">{"data": [{"x": [1, 2], "name": "a<b"}]}</script>
+      <datalist><option value="m1"></option><option value="m2"></option></datalist>
+    </body></html>"""
+    page = page_harness.Page(html.encode())
+
+    assert page.is_full_page and not page_harness.Page("<tr><td>1</td></tr>").is_full_page
+    runs = page.rows("outcome-")
+    assert [tr.find("td").text for tr in runs] == ["model-a", "model-b"]  # an <img> holds no text and closes itself
+    assert page_harness.linked_ids(runs, "run-detail") == [12, 11]  # the first link to a run, query string aside
+    assert page_harness.linked_ids(page.find_all("th"), "run-detail") == [7]
+    assert len(page.rows(classes=("ok", "failed"))) == 2 and len(page.rows()) == 5
+    size, figure = page.json_scripts()["timeline-figure"]
+    assert figure == {"data": [{"x": [1, 2], "name": "a<b"}]} and size == len(
+        b'{"data": [{"x": [1, 2], "name": "a<b"}]}'
+    )
+    assert page.option_values() == ["m1", "m2"]
+    assert "No regressions across 3 groups" in page.text  # white space collapsed
+    assert page_harness.regressions_shown(page) == (1, 3)
+
+
+def test_the_page_harness_lays_out_a_table_as_its_columns_say(capsys: pytest.CaptureFixture[str]) -> None:
+    page_harness = bench_module("page_harness")
+    columns = [
+        page_harness.Column("page", lambda r: r["page"], "<8"),
+        page_harness.Column("ms", lambda r: r["ms"], ">6.1f"),
+        page_harness.Column("verdict", lambda r: "met" if r["ok"] else "MISSED", gap="  "),
+    ]
+    page_harness.print_table("Pages", columns, [{"page": "home", "ms": 12.345, "ok": True}])
+
+    assert (
+        capsys.readouterr().out == "\nPages\npage         ms  verdict\n------------------------\nhome       12.3  met\n"
+    )
