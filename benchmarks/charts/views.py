@@ -271,9 +271,9 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
         runs = runs.filter(label=form.cleaned_data["label"])
     # The latest LOAD_CURVE_RUNS runs (a walk down run_model_idx), not every run a model ever had: the
     # page's cost does not grow with the history, and it says when older runs were left out.
-    # (id NULLS LAST too, as run_model_idx holds it on PostgreSQL; and the check past the cap keeps the
-    # order, which .exists() would drop, so that it walks the same index instead of scanning the runs)
-    newest_first = runs.order_by(F("started_at").desc(nulls_last=True), F("id").desc(nulls_last=True)).values("pk")
+    # (the check past the cap keeps the order, which .exists() would drop, so that it walks the same
+    # index instead of scanning the runs)
+    newest_first = runs.newest_first().values("pk")
     capped = len(newest_first[LOAD_CURVE_RUNS : LOAD_CURVE_RUNS + 1]) > 0
     runs = Run.objects.filter(pk__in=Subquery(newest_first[:LOAD_CURVE_RUNS]))
     not_failed = ~OUTCOME_Q[FAILED]  # a failed run has no speed: never averaged in as a zero
@@ -313,11 +313,7 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
 
 @require_GET
 def home(request: HtmxHttpRequest) -> HttpResponse:
-    latest = list(
-        Run.objects.defer("server_props", "server_log", "summary_extra", "telemetry").order_by(
-            F("started_at").desc(nulls_last=True), "-id"
-        )[:10]
-    )
+    latest = list(Run.objects.for_list().newest_first()[:10])
     since = timezone.now() - timedelta(days=30)
     failures = list(
         Run.objects.filter(started_at__gte=since, n_requests__gt=0)
@@ -328,7 +324,7 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
     )
     trend_rows = list(
         with_success_rate(Run.objects.exclude(started_at=None))
-        .order_by(F("started_at").desc(nulls_last=True), "-id")
+        .newest_first()
         .values(*VALUE_FIELDS, *TOOL_FIELDS, value=F("tok_s_mean"), build=F("server_props__props__build_info"))[:2000]
     )
     trend_rows.sort(key=lambda r: (figures.group_name(r, "label"), r["started_at"], r["pk"]))

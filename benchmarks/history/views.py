@@ -47,8 +47,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     status = 200
     sort_window = None
     if form.is_valid():
-        # a list loads only what it shows
-        runs = Run.objects.defer("server_props", "server_log", "summary_extra", "telemetry")
+        runs = Run.objects.for_list()
         paginator = CappedPaginator(form.filter(runs), form.cleaned_data["per_page"])
         if form.narrows() and form.sorts_by_value():
             paginator.object_list, sort_window = _filtered_by_value(form, runs, paginator.capped)
