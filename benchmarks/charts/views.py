@@ -6,11 +6,10 @@ of queries and reaches Plotly through json_script; `?format=csv|json` downloads 
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models import Count, F
 from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -19,11 +18,11 @@ from django.views.decorators.http import require_GET
 from kvlab import visibility
 from kvlab.http import HtmxHttpRequest
 
-from ..history import derived, sampling
+from ..history import derived
 from ..history.forms import CompareForm
 from ..history.outcomes import WITH_FAILURES_Q
-from ..models import RequestResult, Run
-from . import downloads, figures, load_curves, series, timeline_data, timeline_page
+from ..models import Run
+from . import compare_page, downloads, figures, load_curves, series, timeline_data, timeline_page
 from .days import UtcDay
 from .downloads import DOWNLOAD_FORMATS
 from .forms import ChartForm, LoadCurveForm
@@ -76,19 +75,7 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render(request, "charts/compare.html", context, status=400)
     ids = form.cleaned_data["run"]
-    values = {f"value_{k}": F(figures.METRICS[k].column) for k in figures.COMPARE_METRICS}
-    last_seq = RequestResult.objects.filter(run_id=OuterRef("pk")).order_by("-seq").values("seq")[:1]
-    found = {
-        r["pk"]: r
-        for r in with_success_rate(Run.objects.filter(pk__in=ids)).values(
-            *VALUE_FIELDS,
-            *TOOL_FIELDS,
-            "provenance",
-            **values,
-            has_summary=Q(summary__isnull=False),
-            last_seq=Subquery(last_seq),  # its requests' span (one seek), and whether it stores any
-        )
-    }
+    found = compare_page.runs_by_id(ids)
     missing = [i for i in ids if i not in found]
     if missing:
         context["missing"] = missing
@@ -97,33 +84,7 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
     download = downloads.download(request, [{k: v for k, v in r.items() if k != "last_seq"} for r in runs], "compare")
     if download:
         return download
-    # Each box an even sample of its run's ok requests (the run page's sampling), the chart's points
-    # shared between its runs: a compare of two million-request runs reads and draws what one of 12 small ones does.
-    spans = {r["pk"]: r["last_seq"] + 1 for r in runs if r["last_seq"] is not None}
-    rows, samples = sampling.ok_sample(spans, {"value": F("tok_s")}, COMPARE_BOX_POINTS // len(runs))
-    drawn = Counter(run_id for run_id, tok_s in rows if tok_s is not None)
-    sampled = [
-        {"run": r, "points": drawn[r["pk"]], "step": samples[r["pk"]].step}
-        for r in runs
-        if r["pk"] in samples and not samples[r["pk"]].whole
-    ]
-    context.update(
-        figure=figures.compare(
-            runs,
-            [(run_id, True, tok_s) for run_id, tok_s in rows],
-            stored=set(spans),
-            sampled={s["run"]["pk"] for s in sampled},
-        ),
-        sampled=sampled,
-        outliers_only=sum(drawn.values()) > figures.DRAWN_STRIP_POINTS,
-        strip_points=figures.DRAWN_STRIP_POINTS,
-        runs=runs,
-        # at most MAX_RUNS values a field: name them all
-        workloads_differ=series.describe(series.differences(runs, series.WORKLOAD_FIELDS), CompareForm.MAX_RUNS),
-        configurations_differ=series.describe(series.differences(runs, series.CONFIG_FIELDS), CompareForm.MAX_RUNS),
-        tools_differ=len({series.measured_by(r) for r in runs}) > 1,
-        tools=list(dict.fromkeys(series.measured_by(r) or "?" for r in runs)),
-    )
+    context.update(compare_page.shown(runs, COMPARE_BOX_POINTS))
     return _render(request, "charts/compare.html", context)
 
 
