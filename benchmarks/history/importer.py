@@ -6,9 +6,10 @@ with its rejected lines' numbers and reasons (the first 1,000; n_rejected counts
 all) and no run or request stored.
 
 Memory does not grow with the file: the reader spills the validated lines to disk and
-hands back one run at a time; runs are stored in batches of at most INSERT_BATCH
-requests (a larger run alone), and what stored runs already hold is read in batches of
-the same size.
+hands back one run at a time; runs are stored in batches of at most
+importer_rows.INSERT_BATCH requests (a larger run alone), and what stored runs already
+hold is read in batches of the same size. This module holds the transactions and the
+order of the steps; importer_rows builds and writes the rows in raw SQL.
 """
 
 from __future__ import annotations
