@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import RequestDataTooBig
-from django.db.models import F, Q, Subquery
+from django.db.models import Q, Subquery
 from django.http import HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -78,8 +78,8 @@ def _history(inputs: SizingInputs) -> list[Run]:
     catalogue_id = inputs.catalogue_id
     if not catalogue_id or len(inputs.devices) > 1:  # a run records one GPU
         return []
-    latest = Run.objects.order_by(F("started_at").desc(nulls_last=True), "-id").values("pk")[:HISTORY_SCAN]
-    runs = Run.objects.filter(pk__in=Subquery(latest)).order_by(F("started_at").desc(nulls_last=True), "-id")
+    latest = Run.objects.newest_first().values("pk")[:HISTORY_SCAN]
+    runs = Run.objects.filter(pk__in=Subquery(latest)).newest_first()
     if inputs.gpu_mib:
         runs = runs.filter(Q(vram_total_mib=inputs.gpu_mib) | Q(vram_total_mib__isnull=True))
     first_word = catalogue_id.split("-")[0]

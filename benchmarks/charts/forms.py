@@ -56,6 +56,19 @@ class LoadCurveForm(forms.Form):
         super().__init__(*args, **kwargs)
         offer_top(self, ("model",))
 
+    def x_name(self) -> str:
+        """The load axis: concurrency unless the form asks for the request rate."""
+        return self.cleaned_data.get("x") or "concurrency"
+
+    def matching(self, runs: QuerySet[Run]) -> QuerySet[Run]:
+        """The runs of the model (and GPU, and label, when given) that have a value on the load axis."""
+        runs = runs.filter(model=self.cleaned_data["model"]).exclude(**{self.x_name(): None})
+        if self.cleaned_data["gpu"]:
+            runs = runs.filter(gpu=self.cleaned_data["gpu"])
+        if self.cleaned_data["label"]:
+            runs = runs.filter(label=self.cleaned_data["label"])
+        return runs
+
 
 class RegressionForm(forms.Form):
     group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)

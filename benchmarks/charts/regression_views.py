@@ -47,36 +47,23 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
     grouping = form.cleaned_data.get("group") or "label"
     window = form.cleaned_data.get("window") or 10
     family = FAMILY_OF.get(grouping, "series")
-
-    def read() -> tuple[list[dict[str, Any]], int, int]:
-        return baselines.worst(
-            family,
-            window,
-            form.thresholds(),
-            limit=MAX_REGRESSIONS_SHOWN,
-            count_up_to=MAX_COUNTED,
-            unfiled_up_to=MAX_QUEUED_ON_VIEW,
-        )
-
-    rows, n_found, n_unfiled = read()
+    rows, n_found, n_unfiled = baselines.worst(
+        family,
+        window,
+        form.thresholds(),
+        limit=MAX_REGRESSIONS_SHOWN,
+        count_up_to=MAX_COUNTED,
+        unfiled_up_to=MAX_QUEUED_ON_VIEW,
+    )
     n_pending, pending_since = derived.pending()  # a large import's runs, counted by the worker just after
     queued = 0
-    if n_unfiled and not n_pending:
-        # A bulk fill's runs: the worker files them (Celery, once this commits; the beat should the message be
-        # lost), the page says it is catching up. SQLite's IMMEDIATE transaction makes the check and the queueing
-        # one step, so two views do not queue the same runs twice (on PostgreSQL they may: counted twice, harmless).
-        with transaction.atomic():
-            if not derived.pending()[0]:
-                ids = baselines.unfiled_runs(MAX_QUEUED_ON_VIEW)
-                derived.defer(ids)
-                queued = len(ids)
+    if n_unfiled and not n_pending:  # a bulk fill's runs: the worker files them, the page says it is catching up
+        queued = _queue_unfiled()
         n_pending, pending_since = derived.pending()
-    if grouping == "server":  # its names: tags for a stranger (only this grouping asks who is looking)
-        visibility.server_lines(rows, request.user)
-    found = []
-    for row in rows:
-        row["group"] = figures.group_name(row, grouping)
-        found.append(figures.regression(row, figures.METRICS[row["metric"]], row["compared"]))
+    found = [
+        figures.regression(row, figures.METRICS[row["metric"]], row["compared"])
+        for row in _grouped(rows, grouping, request.user)
+    ]
     context.update(
         found=found,
         n_found=min(n_found, MAX_COUNTED),
@@ -94,14 +81,39 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
         derived_what="the comparisons",
     )
     if not found:
-        sample = baselines.series_sample(family, MAX_COUNTED)
-        if grouping == "server":
-            visibility.server_lines(sample, request.user)
-        for row in sample:
-            row["group"] = figures.group_name(row, grouping)
-        context.update(
-            n_series=min(len(sample), MAX_COUNTED),
-            series_capped=len(sample) > MAX_COUNTED,
-            n_groups=len({r["group"] for r in sample}),
-        )
+        context.update(_series_looked_at(family, grouping, request.user))
     return render_chart(request, "charts/regressions.html", context)
+
+
+def _queue_unfiled() -> int:
+    """Queue a bulk fill's runs for the worker to file (Celery, once this commits; the beat should the
+    message be lost), unless something is pending already; how many were queued.
+
+    SQLite's IMMEDIATE transaction makes the check and the queueing one step, so two views do not queue
+    the same runs twice (on PostgreSQL they may: counted twice, harmless).
+    """
+    with transaction.atomic():
+        if derived.pending()[0]:
+            return 0
+        ids = baselines.unfiled_runs(MAX_QUEUED_ON_VIEW)
+        derived.defer(ids)
+        return len(ids)
+
+
+def _grouped(rows: list[dict[str, Any]], grouping: str, user: Any) -> list[dict[str, Any]]:
+    """The rows, each named by its group ("group"); a server's name a tag for a stranger."""
+    if grouping == "server":  # only this grouping asks who is looking
+        visibility.server_lines(rows, user)
+    for row in rows:
+        row["group"] = figures.group_name(row, grouping)
+    return rows
+
+
+def _series_looked_at(family: str, grouping: str, user: Any) -> dict[str, Any]:
+    """How many series and groups were looked at, when none regressed (walked one by one, up to MAX_COUNTED)."""
+    sample = _grouped(baselines.series_sample(family, MAX_COUNTED), grouping, user)
+    return {
+        "n_series": min(len(sample), MAX_COUNTED),
+        "series_capped": len(sample) > MAX_COUNTED,
+        "n_groups": len({r["group"] for r in sample}),
+    }

@@ -31,7 +31,6 @@ SORTS = {
     "ok": "n_ok",
     "tok_s": "tok_s_mean",
 }
-NEWEST_FIRST = (F("started_at").desc(nulls_last=True), F("id").desc())  # run_started_idx, walked back
 KEY_SEARCH_RUNS = 20_000  # the latest runs in which a part of a run id is looked for
 DATED_SORTS = ("label", "model", "gpu")  # indexed with started_at (run_label_idx …): ties by date
 SORT_CHOICES = [(f"{sign}{name}", f"{name} {'↓' if sign else '↑'}") for name in SORTS for sign in ("-", "")]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import marshal
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
@@ -322,19 +322,16 @@ class SpilledFile:
         added to `rejects`, and left out of the run.
         """
         query = _PIECES_IN_FILE_ORDER if self.runs_are_contiguous else _PIECES_BY_RUN
-        occurrences = _Occurrences()
+        lines = self._lines(query)
         try:
-            yield from self._runs(query, occurrences)
+            yield from _runs_of(lines, self._reject)
         finally:
-            occurrences.close()
+            lines.close()
 
-    def _runs(self, query: str, occurrences: _Occurrences) -> Iterator[ParsedRun]:
-        run: ParsedRun | None = None
+    def _lines(self, query: str) -> Iterator[tuple[int, Record, bytes | None]]:
+        """The spilled lines, each a run's lines together (the query's order): (line_no, record, excerpt)."""
         run_values: tuple[Any, ...] = ()
-        for _first_line, key, lines in self.spill.execute(query):
-            if run is not None and key != run.key:
-                yield occurrences.settled(run)
-                run = None
+        for _first_line, _key, lines in self.spill.execute(query):
             for line_no, values, ts_us, request, extra, content_hash, excerpt, special in marshal.loads(lines):
                 if values is not None:
                     run_values = values if values[_STARTED_AT] is None else _unspill_run(values)
@@ -346,17 +343,37 @@ class SpilledFile:
                 else:
                     ts = None if ts_us is None else _EPOCH + timedelta(microseconds=ts_us)
                     record = Record(run_values, (ts, *request), extra, content_hash, special)
-                if run is None:
-                    run = ParsedRun.start(line_no, record)
-                try:
-                    run.add(line_no, record)
-                except RecordError as exc:
-                    self.rejects.add(LineError(line_no, str(exc), excerpt_of(excerpt or b"")))
-                if len(run.records) == RUN_PIECE:
-                    run, piece = run.next_piece(), run
-                    yield occurrences.settled(piece)
+                yield line_no, record, excerpt
+
+    def _reject(self, line_no: int, error: RecordError, excerpt: bytes | None) -> None:
+        self.rejects.add(LineError(line_no, str(error), excerpt_of(excerpt or b"")))
+
+
+def _runs_of(
+    lines: Iterator[tuple[int, Record, bytes | None]], reject: Callable[[int, RecordError, bytes | None], None]
+) -> Iterator[ParsedRun]:
+    """The runs of lines that come a run's lines together, merged, one at a time as their lines end: a run
+    of more than RUN_PIECE requests in pieces, each piece's occurrences counted over the run's earlier
+    pieces (_Occurrences). A line its run refuses (RecordError) is handed to reject and left out."""
+    occurrences = _Occurrences()
+    try:
+        run: ParsedRun | None = None
+        for line_no, record, excerpt in lines:
+            if run is None or record.run[0] != run.key:
+                if run is not None:
+                    yield occurrences.settled(run)
+                run = ParsedRun.start(line_no, record)
+            try:
+                run.add(line_no, record)
+            except RecordError as exc:
+                reject(line_no, exc, excerpt)
+            if len(run.records) == RUN_PIECE:
+                run, piece = run.next_piece(), run
+                yield occurrences.settled(piece)
         if run is not None:
             yield occurrences.settled(run)
+    finally:
+        occurrences.close()
 
 
 def _unspill_run(values: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -391,51 +408,54 @@ def runs_as_read(
     with the runs. Whether a run's key comes back after another run's is checked with a
     private SQLite file of the keys seen, so memory stays flat however many runs there are.
     """
-    reader = _HashingReader(stream)
-    read_line = LineReader(require_model, RUN_CACHE_SIZE).read
     seen = sqlite3.connect("")
     seen.executescript(
         "PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; PRAGMA temp_store = FILE; PRAGMA cache_size = -2048;"
         "CREATE TABLE run (key PRIMARY KEY) WITHOUT ROWID;"
     )
-    keys: list[tuple[str]] = []
-    occurrences = _Occurrences()
+    lines = _lines_in_order(stream, counts, seen, max_line_bytes, require_model)
     try:
-        run: ParsedRun | None = None
-        for line_no, raw, too_long in iter_lines(reader, max_line_bytes):  # type: ignore[arg-type]
-            if too_long:
-                raise NotInOrder
-            if not raw or raw.isspace():
-                counts.n_blank += 1
-                continue
-            counts.n_read += 1
-            try:
-                record = read_line(raw)
-            except RecordError:
-                raise NotInOrder from None
-            counts.n_records += 1
-            if run is None or record.run[0] != run.key:
-                if run is not None:
-                    yield occurrences.settled(run)
-                run = ParsedRun.start(line_no, record)
-                counts.n_runs += 1
-                keys.append((run.key,))
-                if len(keys) >= SPILL_BATCH:
-                    _remember_keys(seen, keys)
-            try:
-                run.add(line_no, record)
-            except RecordError:
-                raise NotInOrder from None
-            if len(run.records) == RUN_PIECE:
-                run, piece = run.next_piece(), run
-                yield occurrences.settled(piece)
-        _remember_keys(seen, keys)  # before the last run is handed over: a split run is found in time
-        counts.sha256, counts.size_bytes = reader.digest.hexdigest(), reader.size
-        if run is not None:
-            yield occurrences.settled(run)
+        yield from _runs_of(lines, _not_in_order)
     finally:
+        lines.close()
         seen.close()
-        occurrences.close()
+
+
+def _lines_in_order(
+    stream: IO[bytes], counts: ReadCounts, seen: sqlite3.Connection, max_line_bytes: int, require_model: bool
+) -> Iterator[tuple[int, Record, None]]:
+    """The file's records as they are read, counted; NotInOrder at the first line that is not valid, or
+    the first run whose key came before (checked at the latest once every line is read, before the file's
+    last run is handed over)."""
+    reader = _HashingReader(stream)
+    read_line = LineReader(require_model, RUN_CACHE_SIZE).read
+    keys: list[tuple[str]] = []
+    key = ""  # a run key is never empty
+    for line_no, raw, too_long in iter_lines(reader, max_line_bytes):  # type: ignore[arg-type]
+        if too_long:
+            raise NotInOrder
+        if not raw or raw.isspace():
+            counts.n_blank += 1
+            continue
+        counts.n_read += 1
+        try:
+            record = read_line(raw)
+        except RecordError:
+            raise NotInOrder from None
+        counts.n_records += 1
+        if record.run[0] != key:
+            key = record.run[0]
+            counts.n_runs += 1
+            keys.append((key,))
+            if len(keys) >= SPILL_BATCH:
+                _remember_keys(seen, keys)
+        yield line_no, record, None
+    _remember_keys(seen, keys)
+    counts.sha256, counts.size_bytes = reader.digest.hexdigest(), reader.size
+
+
+def _not_in_order(line_no: int, error: RecordError, excerpt: bytes | None) -> None:  # noqa: ARG001
+    raise NotInOrder from None
 
 
 def _remember_keys(seen: sqlite3.Connection, keys: list[tuple[str]]) -> None:

@@ -10,12 +10,11 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Exists, Expression, F, FloatField, Func, Max, OuterRef, QuerySet, Value
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.functional import cached_property
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -25,15 +24,14 @@ from kvlab.paging import CappedPaginator
 from kvlab.uploads import UploadRefused, uploads_capped
 
 from ..models import FileImport, RequestResult, Run
-from ..templatetags.units import ms, seconds, thousands, tok_s
-from . import exporter, goodput, sampling, sources
+from . import exporter, goodput, run_page, sources
 from . import forms as filter_forms
 from .comparison import compare_rows, compare_warnings, noisy_pairs
 from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm, ValueSearchForm
 from .importer import import_uploads, read_server_log
-from .metrics import distribution
-from .summaries import median_of
+from .pagination import CountedPaginator
+from .summary_figures import tool_summary
 
 REQUESTS_PER_PAGE = 200
 REJECTS_PER_PAGE = 500
@@ -47,8 +45,7 @@ def run_list(request: HtmxHttpRequest) -> HttpResponse:
     status = 200
     sort_window = None
     if form.is_valid():
-        # a list loads only what it shows
-        runs = Run.objects.defer("server_props", "server_log", "summary_extra", "telemetry")
+        runs = Run.objects.for_list()
         paginator = CappedPaginator(form.filter(runs), form.cleaned_data["per_page"])
         if form.narrows() and form.sorts_by_value():
             paginator.object_list, sort_window = _filtered_by_value(form, runs, paginator.capped)
@@ -114,153 +111,24 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     # A run with a tool's summary counts the tool's requests, not the rows stored (none, or a sample).
     has_summary = run.summary is not None
     n_requests = requests.count() if has_summary else (run.n_requests or requests.count())
-    page = _CountedPaginator(requests, REQUESTS_PER_PAGE, n_requests).get_page(request.GET.get("page"))
-    # COUNT(*): request_failed_idx answers it alone (an index-only scan on PostgreSQL)
-    failures = run.requests.filter(ok=False).values("error_type").annotate(n=Count("*")).order_by("-n", "error_type")
-    metrics = [
-        ("TTFT", "request sent → first streamed token", F("ttft_s"), "s"),
-        ("E2E latency", "request sent → last chunk", F("elapsed_s"), "s"),
-        ("decode tok/s (server)", "timings.predicted_per_second", F("tok_s"), "tok/s"),
-        ("decode tok/s (client)", "(output tokens − 1) / (E2E − TTFT)", _JsonNumber("extra", "client_tok_s"), "tok/s"),
-    ]
-    rows, step = _distribution_sample(run, [m[2] for m in metrics])
-    sampled = f" · a sample: every {step}th request, {len(rows):,} of {run.n_requests:,}" if step > 1 else ""
-    distributions = [
-        (name, formula + sampled, distribution(row[i] for row in rows), unit)
-        for i, (name, formula, _, unit) in enumerate(metrics)
-    ]
-    provenance = run.provenance or {}
+    page = CountedPaginator(requests, REQUESTS_PER_PAGE, n_requests).get_page(request.GET.get("page"))
     context = {
         "run": run,
         "page": page,
-        "failures": failures,
-        "distributions": [d for d in distributions if d[2] is not None],
+        "failures": run_page.failures_by_type(run),
+        "distributions": run_page.distributions(run, DISTRIBUTION_SAMPLE),
         "n_stored": n_requests,
         "requests_stored": sources.requests_stored(
             n_requests, run.n_requests, has_summary=has_summary, sampled=run.requests_sampled
         ),
-        # run field -> "from the file" / "declared" / "derived", shown beside the field
-        "field_source": {name: sources.FIELD_WORDS.get(kind, kind) for name, kind in provenance.items()},
-        # figure column -> "tool" / "derived" / "kvlab", shown beside the figure
-        "figure_source": {
-            column: _source_tag(sources.figure_source(provenance, column, has_summary=has_summary))
-            for column in FIGURE_COLUMNS
-        },
+        "field_source": run_page.field_sources(run),
+        "figure_source": run_page.figure_sources(run, has_summary=has_summary),
         "tool_summary": tool_summary(run.summary) if has_summary else None,
     }
     goodput_form, context["goodputs"] = goodput.for_runs([run], request.GET)
     context["goodput_form"] = goodput_form
     status = 200 if goodput_form.is_valid() else 400
     return render(request, "benchmarks/run_detail.html", context, status=status)
-
-
-FIGURE_COLUMNS = (
-    "n_ok",
-    "tok_s_mean",
-    "effective_wall_s",
-    "throughput_tok_s",
-    "output_tokens_total",
-    "ttft_p50",
-    "ttft_p95",
-    "e2e_p95",
-    "e2e_p50",
-    "itl_p50",
-    "itl_p95",
-    "tpot_p50",
-    "tpot_p95",
-)
-
-
-def _source_tag(source: str) -> dict[str, str]:
-    return {"tag": sources.SOURCE_TAGS[source], "title": sources.SOURCE_WORDS[source], "kind": source}
-
-
-# The tool's summary as the run page shows it: (name, summary key, how to show it).
-SUMMARY_FIGURES = (
-    ("requests", "n_requests", thousands),
-    ("ok", "n_ok", thousands),
-    ("failed", "n_failed", thousands),
-    ("incomplete", "n_incomplete", thousands),
-    ("duration", "duration_s", seconds),
-    ("request rate (measured)", "request_rate", lambda v: f"{thousands(v)} req/s" if v is not None else "—"),
-    ("output throughput", "output_tok_s", tok_s),
-    ("total throughput (input + output)", "total_tok_s", tok_s),
-    ("input tokens", "input_tokens", thousands),
-    ("output tokens", "output_tokens", thousands),
-)
-SUMMARY_LATENCIES = (("TTFT", "ttft_ms"), ("ITL", "itl_ms"), ("TPOT", "tpot_ms"), ("E2E latency", "e2e_ms"))
-SUMMARY_STAT_COLUMNS = ("mean", "median", "p90", "p95", "p99")
-
-
-def tool_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """The figures of a tool's summary, formatted (a figure the tool did not report is "—")."""
-    latencies = []
-    for name, key in SUMMARY_LATENCIES:
-        stats = summary.get(key) or {}
-        if stats:
-            values = [stats.get("mean"), median_of(stats), *(stats.get(p) for p in ("p90", "p95", "p99"))]
-            latencies.append((name, [ms(v) for v in values]))
-    return {
-        "figures": [(name, show(summary.get(key))) for name, key, show in SUMMARY_FIGURES if key in summary],
-        "latencies": latencies,
-        "stat_columns": SUMMARY_STAT_COLUMNS,
-    }
-
-
-class _CountedPaginator(Paginator):
-    """A run's requests page by page: told how many it holds instead of counting them, and a page past
-    the first found by its range of seq, not by skipping rows.
-
-    An OFFSET reads every row it skips (the last page of a million requests read 999,800 of them);
-    a run whose requests are numbered 0..n-1 (the usual case: an import numbers them so, a job by
-    the order it sent them) has page k at seq (k-1)·per_page onward, one seek down (run, seq). Its
-    largest seq, one more seek, tells whether the numbers have gaps (a cancelled job's unsent
-    requests); then the page is an OFFSET as before.
-    """
-
-    def __init__(self, object_list: QuerySet[Any], per_page: int, count: int) -> None:
-        super().__init__(object_list, per_page)
-        self._count = count
-
-    @cached_property
-    def count(self) -> int:
-        return self._count
-
-    def page(self, number: Any) -> Any:
-        number = self.validate_number(number)
-        bottom = (number - 1) * self.per_page
-        if bottom == 0 or self.object_list.aggregate(last=Max("seq"))["last"] != self._count - 1:
-            return super().page(number)
-        rows = self.object_list.filter(seq__gte=bottom, seq__lt=bottom + self.per_page)[: self.per_page]
-        return self._get_page(rows, number, self)
-
-
-class _JsonNumber(Func):
-    """A JSON object's key as a float when it holds a JSON number, else NULL (strings and the rest)."""
-
-    output_field = FloatField()
-
-    def __init__(self, column: str, key: str) -> None:
-        super().__init__(F(column), Value(key))
-        self.key = key
-
-    def as_sql(self, compiler: Any, connection: Any, **extra: Any) -> Any:  # noqa: ARG002
-        column, params = compiler.compile(self.source_expressions[0])
-        if connection.vendor == "postgresql":
-            sql = f"(CASE WHEN jsonb_typeof({column} -> %s) = 'number' THEN ({column} ->> %s)::double precision END)"
-            return sql, (*params, self.key, *params, self.key)
-        path = '$."' + self.key + '"'
-        sql = f"(CASE WHEN json_type({column}, %s) IN ('real', 'integer') THEN json_extract({column}, %s) END)"
-        return sql, (*params, path, *params, path)
-
-
-def _distribution_sample(run: Run, values: list[Expression]) -> tuple[list[tuple[Any, ...]], int]:
-    """The values of the run's ok requests, for metrics.distribution: all of them, or an even sample
-    (sampling.ok_sample: at most DISTRIBUTION_SAMPLE rows, one seek each, JSON keys read in SQL), so the
-    page costs the same for a million requests as for ten thousand."""
-    named = {f"v{i}": value for i, value in enumerate(values)}
-    rows, samples = sampling.ok_sample({run.pk: run.n_requests}, named, DISTRIBUTION_SAMPLE)
-    return [row[1:] for row in rows], samples[run.pk].step
 
 
 @require_GET
@@ -272,34 +140,18 @@ def run_compare(request: HtmxHttpRequest) -> HttpResponse:
     runs_by_id = goodput.with_job_objectives(Run.objects.all()).in_bulk(ids)
     missing = [i for i in ids if i not in runs_by_id]
     if missing:
-        return render(
-            request,
-            "benchmarks/run_compare.html",
-            {"form": form, "missing": missing},
-            status=404,
-        )
+        return render(request, "benchmarks/run_compare.html", {"form": form, "missing": missing}, status=404)
     runs = [runs_by_id[i] for i in ids]
-    failures: dict[int, dict[str, int]] = {i: {} for i in ids}
-    for row in (
-        RequestResult.objects.filter(run_id__in=ids, ok=False)
-        .values("run_id", "error_type")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        failures[row["run_id"]][row["error_type"] or "other"] = row["n"]
+    failures = run_page.failures_by_run(ids)
     # A run with a tool's summary may store none of its requests, or a sample: count what it stores
     # (one query, only when such a run is compared; a sample is small).
-    with_summary = [run.pk for run in runs if run.summary is not None]
-    stored: dict[int, int] = {}
-    if with_summary:
-        counted = RequestResult.objects.filter(run_id__in=with_summary).values("run_id").annotate(n=Count("id"))
-        stored = {row["run_id"]: row["n"] for row in counted.order_by()}
+    stored = run_page.stored_of_summarised(runs)
     context = {
         "form": form,
         "runs": runs,
         "rows": compare_rows(runs, failures, stored),
         "warnings": compare_warnings(runs),
-        "show_sources": bool(with_summary),
+        "show_sources": any(run.summary is not None for run in runs),
         "noisy": noisy_pairs(runs),
     }
     goodput_form, context["goodputs"] = goodput.for_runs(runs, request.GET)

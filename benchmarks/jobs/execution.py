@@ -320,7 +320,7 @@ def _run_wave(
         if time.monotonic() >= next_beat:
             next_beat = time.monotonic() + heartbeat
             changes = {"n_running": wave.running, "live": wave.live(), "telemetry": wave.telemetry()}
-            if Job.beat(job.pk, **changes) and not cancelled:
+            if Job.beat_and_cancel_requested(job.pk, **changes) and not cancelled:
                 cancelled = True
                 wave.cancel()
     thread.join(timeout=30)

@@ -16,6 +16,7 @@ from ..history.metrics import RunTally
 from ..history.outcomes import outcome_of
 from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 from ..history.summaries import counts_reported, with_tool_summary
+from .run_queries import NEWEST_FIRST, RunQuerySet
 
 SUMMARY_CHUNK = 5_000  # a run's requests read at a time when it is summarized again
 
@@ -151,9 +152,10 @@ class Run(models.Model):
     # attribution of a shared-pool overflow. Shape: benchmarks/jobs/telemetry/series.py.
     telemetry = models.JSONField(null=True, blank=True)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
-        # newest first; a run without a date last (NULLS LAST: the order of run_started_idx on both engines)
-        ordering = [F("started_at").desc(nulls_last=True), F("id").desc()]
+        ordering = list(NEWEST_FIRST)  # run_queries.NEWEST_FIRST says why this order
         indexes = [
             # run list default order and date-range filter; the run list filters by model, GPU, label, tool
             # and engine (RunFilterForm.narrow), newest first. Each also holds the request counts, so that

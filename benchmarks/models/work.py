@@ -88,8 +88,8 @@ class Work(models.Model):
         return "finished"
 
     @classmethod
-    def beat(cls, pk: int, **changes: Any) -> bool:
-        """Write the heartbeat (and progress); True when a cancel has been asked for."""
+    def beat_and_cancel_requested(cls, pk: int, **changes: Any) -> bool:
+        """Write the heartbeat (and progress), and say whether a cancel has been requested."""
         cls._default_manager.filter(pk=pk).update(heartbeat_at=timezone.now(), **changes)
         return cls._default_manager.filter(pk=pk, cancel_requested=True).exists()
 

@@ -55,7 +55,7 @@ def run_sweep(sweep_id: int, worker: str = "") -> str:
         return Sweep.State.FAILED
     try:
         for config in sweep.configs.order_by("position"):
-            if Sweep.beat(sweep.pk):
+            if Sweep.beat_and_cancel_requested(sweep.pk):
                 break
             _run_config(sweep, config, Launch(machine, binary, model), params, head.weights_bytes)
         cancelled = Sweep.objects.filter(pk=sweep.pk, cancel_requested=True).exists()
@@ -135,7 +135,7 @@ def _run_config(sweep: Sweep, config: SweepConfig, launch: Launch, params: Any, 
         _calibrate(config, params, parsed.flags, prediction, reported)
         outcome, error = SweepConfig.Outcome.RAN, ""
         for concurrency in concurrencies:
-            if Sweep.beat(sweep.pk):
+            if Sweep.beat_and_cancel_requested(sweep.pk):
                 outcome, error = SweepConfig.Outcome.CANCELLED, "cancelled while it ran; finished requests are kept"
                 break
             state = _run_job(sweep, config, server, concurrency)

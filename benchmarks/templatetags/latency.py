@@ -6,7 +6,7 @@ from typing import Any
 
 from django import template
 
-from .units import ms
+from kvlab.number_formats import ms
 
 register = template.Library()
 

@@ -1,4 +1,4 @@
-"""Numbers as people read them: thousands separators, a unit, a precision that suits the quantity.
+"""Numbers as people read them, as template filters: kvlab.number_formats' formats, and a few more.
 
 Every page that shows a TTFT, a latency, a rate or a count uses these filters, so a
 TTFT is never `1.4075675379999666` on one page and `1.41 s` on another. A missing
@@ -7,64 +7,22 @@ value is "—".
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from kvlab.number_formats import MISSING, ms, seconds, thousands, tok_s
+
 from ..history.outcomes import LABELS
 from ..models.jobs import RAN_WORDS
 
 register = template.Library()
-MISSING = "—"
-
-
-def _number(value: Any) -> float | None:
-    if value is None or value == "" or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None  # an inf stored before imports refused it
-
-
-@register.filter
-def thousands(value: Any) -> str:
-    """12345 → "12,345"; a float keeps up to its sensible digits."""
-    number = _number(value)
-    if number is None:
-        return MISSING
-    return f"{number:,.0f}" if number == int(number) else f"{number:,.2f}"
-
-
-@register.filter
-def seconds(value: Any) -> str:
-    """A duration in seconds: milliseconds shown under 10 s (1.408 s), tenths above (123.4 s)."""
-    number = _number(value)
-    if number is None:
-        return MISSING
-    return f"{number:,.3f} s" if abs(number) < 10 else f"{number:,.1f} s"
-
-
-@register.filter
-def tok_s(value: Any) -> str:
-    """A rate in tokens per second: two decimals under 100, one above."""
-    number = _number(value)
-    if number is None:
-        return MISSING
-    return f"{number:,.2f} tok/s" if abs(number) < 100 else f"{number:,.1f} tok/s"
-
-
-@register.filter
-def ms(value: Any) -> str:
-    """A duration in milliseconds, as llama-server's timings report it."""
-    number = _number(value)
-    if number is None:
-        return MISSING
-    return f"{number:,.1f} ms"
+register.filter("thousands", thousands)
+register.filter("seconds", seconds)
+register.filter("tok_s", tok_s)
+register.filter("ms", ms)
 
 
 # How the extra fields an executed run records are shown: a unit per known key.

@@ -63,7 +63,7 @@ def test_the_load_curve_csv_neutralises_formula_labels(client, formula_runs):
 
 
 def test_csv_cells_keep_negative_numbers_as_numbers():
-    from benchmarks.charts.views import csv_safe
+    from benchmarks.charts.downloads import csv_safe
 
     assert csv_safe(-2.5) == -2.5 and csv_safe(-3) == -3 and csv_safe(None) is None
     assert csv_safe("-2+3") == "'-2+3" and csv_safe("plain") == "plain"

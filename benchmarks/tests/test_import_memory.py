@@ -5,7 +5,7 @@ from django.db import IntegrityError
 from django.test import Client
 from django.urls import reverse
 
-from benchmarks.history import importer, reader
+from benchmarks.history import importer, importer_rows, reader
 from benchmarks.models import FileImport, RequestResult, Run
 
 from .conftest import flat, jsonl, traced_import
@@ -76,7 +76,7 @@ def test_a_file_of_many_bad_lines_keeps_the_first_thousand_reasons_and_counts_th
 
 
 def test_requests_added_to_many_stored_runs_continue_each_run(import_bytes, small_batches, monkeypatch):
-    monkeypatch.setattr(importer, "INSERT_BATCH", 5)
+    monkeypatch.setattr(importer_rows, "INSERT_BATCH", 5)
     first = [flat(run=f"run-{i}", tok_s=float(k)) for i in range(12) for k in range(3)]
     import_bytes(jsonl(*first))
     again = import_bytes(jsonl(*first, *(flat(run=f"run-{i}", tok_s=99.0) for i in range(12))))

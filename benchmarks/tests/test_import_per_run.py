@@ -17,7 +17,7 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.history import importer, records
+from benchmarks.history import importer, importer_rows, records
 from benchmarks.history.jsonl import RecordError
 from benchmarks.history.records import SCHEMA_V2, check_summary
 from benchmarks.models import RequestResult, Run
@@ -261,7 +261,7 @@ def test_the_json_columns_of_new_runs_hold_their_values_exactly() -> None:
 
 @pytest.mark.skipif(connection.vendor != "sqlite", reason="elsewhere the backend's own adapter is used")
 def test_what_orjson_refuses_is_adapted_by_djangos_own_encoder() -> None:
-    adapt = importer.json_adapter(Run._meta.get_field("summary_extra"))
+    adapt = importer_rows.json_adapter(Run._meta.get_field("summary_extra"))
     lone = {"text": "\ud800"}
 
     assert adapt(lone) == connection.ops.adapt_json_value(lone, None)

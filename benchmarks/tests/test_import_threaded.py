@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from benchmarks.history import importer, sqlite_batches
+from benchmarks.history import importer, importer_rows, sqlite_batches
 from benchmarks.history.records import MAX_INT, SCHEMA_V2
 from benchmarks.models import FileImport, RequestResult, Run
 
@@ -164,7 +164,7 @@ def test_a_grown_file_adds_to_its_stored_runs_without_the_careful_path(import_by
 def test_a_batch_the_writer_thread_cannot_store_sends_the_file_down_the_careful_path(import_bytes, writes, monkeypatch):
     # Another import storing the same run first fails the writer's INSERT on the run's key: the
     # attempt rolls back and the careful path stores the file (adding to what is stored), once.
-    monkeypatch.setattr(importer, "INSERT_BATCH", 1)
+    monkeypatch.setattr(importer_rows, "INSERT_BATCH", 1)
     real = sqlite_batches.BatchWriter.execute
     calls = []
 
@@ -191,7 +191,7 @@ def test_a_small_file_is_stored_in_one_thread(import_bytes, writes, monkeypatch)
 def test_a_batch_leaves_out_the_columns_null_in_all_its_runs_and_stores_the_same(import_bytes, monkeypatch):
     """Batches of a few runs: some all lab runs (no tool summary, server, latencies: those columns
     are left out of their INSERT), some with them; every run as the single-thread path stores it."""
-    monkeypatch.setattr(importer, "INSERT_BATCH", 8)
+    monkeypatch.setattr(importer_rows, "INSERT_BATCH", 8)
     run_inserts: list[str] = []
     real = sqlite_batches.BatchWriter.execute
 
@@ -218,10 +218,12 @@ def test_a_batch_leaves_out_the_columns_null_in_all_its_runs_and_stores_the_same
 
 def test_only_nullable_columns_without_a_database_default_are_ever_left_out():
     fields = {f.column: f for f in Run._meta.concrete_fields}
-    assert importer._OMISSIBLE_RUN_COLUMNS  # a lab file's runs leave some out
-    for column in importer._OMISSIBLE_RUN_COLUMNS:
+    assert importer_rows._OMISSIBLE_RUN_COLUMNS  # a lab file's runs leave some out
+    for column in importer_rows._OMISSIBLE_RUN_COLUMNS:
         assert fields[column].null and not fields[column].has_db_default(), column
-    assert {"key", "model", "label", "provenance", "source", "n_requests"}.isdisjoint(importer._OMISSIBLE_RUN_COLUMNS)
+    assert {"key", "model", "label", "provenance", "source", "n_requests"}.isdisjoint(
+        importer_rows._OMISSIBLE_RUN_COLUMNS
+    )
 
 
 def test_the_writer_binds_each_batch_in_statements_of_many_rows(import_bytes, monkeypatch):
@@ -242,5 +244,5 @@ def test_the_writer_binds_each_batch_in_statements_of_many_rows(import_bytes, mo
     runs = [n for sql, n in ran if sql == 'INSERT INTO "benchmarks_run"']
     requests = [n for sql, n in ran if sql == 'INSERT INTO "benchmarks_requestresult"']
     assert len(runs) == len(requests) == -(-600 // per)
-    assert sum(requests) == 600 * len(importer.REQUEST_INSERT_COLUMNS)
+    assert sum(requests) == 600 * len(importer_rows.REQUEST_INSERT_COLUMNS)
     assert sorted(RequestResult.objects.values_list("tok_s", flat=True)) == [float(i) for i in range(600)]

@@ -9,7 +9,7 @@ import pytest
 from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 
-from benchmarks.history import importer, sqlite_batches
+from benchmarks.history import importer, importer_rows, sqlite_batches
 from benchmarks.models import Run
 
 from .conftest import flat, jsonl
@@ -43,14 +43,14 @@ def test_an_import_finds_its_new_runs_down_the_first_import_index(import_bytes):
 @on_sqlite
 def test_a_runs_start_taken_from_its_request_is_formatted_once(import_bytes, monkeypatch):
     monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 0)  # the second thread's batches, whatever the size
-    real = importer.datetime_adapter
+    real = importer_rows.datetime_adapter
     adapted: list[object] = []
 
     def counting_adapter():
         adapt = real()
         return lambda value: adapted.append(value) or adapt(value)
 
-    monkeypatch.setattr(importer, "datetime_adapter", counting_adapter)
+    monkeypatch.setattr(importer_rows, "datetime_adapter", counting_adapter)
     n = 300
     lines = [flat(run=f"r{i}", ts=f"2026-10-01T12:{i // 60:02d}:{i % 60:02d}Z") for i in range(n)]
     result = import_bytes(jsonl(*lines))
@@ -130,7 +130,7 @@ def test_the_writer_thread_gives_each_request_its_runs_id_not_a_lookup_of_its_ke
     # SQLite looked each request's run up by its key in the key's unique index (a third of a request
     # INSERT); the writer reads the ids of the runs stored since it last looked in one range instead.
     monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 0)
-    monkeypatch.setattr(importer, "INSERT_BATCH", 6)  # several batches: ids learned batch by batch
+    monkeypatch.setattr(importer_rows, "INSERT_BATCH", 6)  # several batches: ids learned batch by batch
     monkeypatch.setattr("benchmarks.history.reader.RUN_PIECE", 4)  # and a run whose pieces span them
     import_bytes(jsonl(*(flat(run=f"old-{i}") for i in range(5))))  # runs stored before, not this import's
     ran: list[tuple[str, list[object]]] = []

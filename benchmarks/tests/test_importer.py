@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from benchmarks.history import importer, sqlite_batches
+from benchmarks.history import importer, importer_rows, sqlite_batches
 from benchmarks.history.exporter import export_lines
 from benchmarks.models import FileImport, RejectedLine, RequestResult, Run
 
@@ -178,14 +178,14 @@ def test_a_file_that_describes_a_stored_run_differently_is_rejected(import_bytes
 def test_an_import_that_fails_midway_stores_nothing(import_bytes, monkeypatch):
     # Single-thread path: the requests' INSERT fails after the runs' went in.
     monkeypatch.setattr(sqlite_batches, "available", lambda: False)
-    real_insert = importer._insert
+    real_insert = importer_rows.insert
 
     def insert_then_fail(model, columns, rows):
         real_insert(model, columns, rows)
         if model is RequestResult:
             raise OSError("disk full")
 
-    monkeypatch.setattr(importer, "_insert", insert_then_fail)
+    monkeypatch.setattr(importer_rows, "insert", insert_then_fail)
     with pytest.raises(OSError):
         import_bytes(jsonl(flat(), flat(run="r2")))
     assert Run.objects.count() == 0 and RequestResult.objects.count() == 0
@@ -197,7 +197,7 @@ def test_an_import_whose_writer_thread_fails_midway_stores_nothing(import_bytes,
     assert sqlite_batches.available(), "imports on SQLite store from the writer thread"
     # The second-thread path (SQLite): the second batch fails in the writer, after the first was written.
     monkeypatch.setattr(sqlite_batches, "MIN_BYTES", 0)
-    monkeypatch.setattr(importer, "INSERT_BATCH", 2)
+    monkeypatch.setattr(importer_rows, "INSERT_BATCH", 2)
     written = []
 
     class FailingWriter(sqlite_batches.BatchWriter):
@@ -289,4 +289,4 @@ def test_a_file_holding_only_a_bom_is_empty_not_invalid(import_bytes):
     ],
 )
 def test_the_datetime_shortcut_stores_what_django_would(value):
-    assert importer.datetime_adapter()(value) == connection.ops.adapt_datetimefield_value(value)
+    assert importer_rows.datetime_adapter()(value) == connection.ops.adapt_datetimefield_value(value)

@@ -55,14 +55,14 @@ def test_cancelling_a_running_one_asks_its_worker(work):
     model.claim(work.pk, "w")
     assert model.cancel(work.pk) == "requested"
     assert state_of(work) == "running" and work.cancel_requested
-    assert model.beat(work.pk) is True  # the worker sees it at its next heartbeat
+    assert model.beat_and_cancel_requested(work.pk) is True  # the worker sees it at its next heartbeat
 
 
 def test_the_reaper_fails_it_only_if_its_heartbeat_has_not_moved(work):
     model = type(work)
     model.claim(work.pk, "w")
     seen = model.objects.get(pk=work.pk).heartbeat_at
-    model.beat(work.pk)
+    model.beat_and_cancel_requested(work.pk)
     assert model.fail_silent(work.pk, seen, "lost") is False  # it beat since the reaper looked
     now = model.objects.get(pk=work.pk).heartbeat_at
     assert model.fail_silent(work.pk, now, "lost") is True
