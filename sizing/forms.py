@@ -19,9 +19,6 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from benchmarks.history.metrics import at_rank
-from benchmarks.models import Run
-
 from . import catalogue
 from .cmdline import ArgNote, ParsedCommand, parse_command, quant_in_file_name, to_command
 from .explain_log import Explanation, explain, model_metadata
@@ -163,6 +160,18 @@ class RepeatedValues(forms.Field):
         return values
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """A run of the history as the sizing reads it: filled in by the history's side of kvlab
+    (benchmarks.run_sizing), which sizing never imports."""
+
+    pk: int
+    key: str
+    label: str
+    model: str  # the model file it ran
+    workload: Workload | None  # its requests' p95 prompt and output tokens, its concurrency; None: no prompt sizes
+
+
 @dataclass
 class SizingInputs:
     model: ModelParams
@@ -181,7 +190,7 @@ class SizingInputs:
     weights_notes: list[str] = field(default_factory=list)  # why a quantization gave no weights
     flags_from: str = "fields"  # "fields" or "command": which one set the flags
     effective: dict[str, Any] = field(default_factory=dict)  # every field as the sizing used it
-    run: Run | None = None  # the run whose measured prompts are the workload
+    run: RunRecord | None = None  # the run whose measured prompts are the workload
     devices: list[Device] = field(default_factory=list)  # the GPUs, in order (CUDA0, CUDA1, ...)
     gpu_sources: list[str] = field(default_factory=list)  # where each GPU's bandwidth comes from
     host: Host | None = None  # system RAM, when its size or bandwidth is given
@@ -378,8 +387,13 @@ class SizingForm(forms.Form):
             "Unknown model '%(value).64s'; the catalogue has: " + ", ".join(sorted(models)) + "."
         )
         self.inputs: SizingInputs | None = None
-        self.run_without_model: Run | None = None  # a run whose measured prompts came without a model
+        self.run_without_model: RunRecord | None = None  # a run whose measured prompts came without a model
         self._local_head, self._local_cpu = head, cpu
+
+    def read_run(self, pk: int) -> RunRecord | None:
+        """The run of the history with this id. This form knows no history: a run is always unknown here;
+        benchmarks.run_sizing's form reads it from the database."""
+        return None
 
     def clean_weights(self) -> int | None:
         text = self.cleaned_data.get("weights") or ""
@@ -619,13 +633,13 @@ class SizingForm(forms.Form):
             raise forms.ValidationError({"quant": message})
         return None, "", "", [f"The command's model file names {quant}, but {message[0].lower()}{message[1:]}"]
 
-    def _workload(self, data: dict[str, Any]) -> tuple[Workload | None, Run | None]:
+    def _workload(self, data: dict[str, Any]) -> tuple[Workload | None, RunRecord | None]:
         prompt, output = data.get("prompt_tokens"), data.get("output_tokens")
         concurrency = data.get("concurrency") or 1
         run = None
         if data.get("run"):
-            run = Run.objects.filter(pk=data["run"]).first()
-            measured = measured_workload(run) if run else None
+            run = self.read_run(data["run"])
+            measured = run.workload if run else None
             if measured is None:
                 raise forms.ValidationError({"run": f"Run #{data['run']} does not exist or has no prompt sizes."})
             prompt = prompt or measured.prompt_tokens
@@ -706,16 +720,6 @@ def refusal(form: SizingForm) -> dict[str, list[str]]:
     run = form.run_without_model
     because = f"run #{run.pk}'s model is not in the catalogue; " if run is not None else ""
     return {"model": [f"Nothing to size: {because}pick a model, give its GGUF metadata or a GGUF head."]}
-
-
-def measured_workload(run: Run) -> Workload | None:
-    """p95 prompt and output tokens of a run's requests, and its concurrency."""
-    rows = list(run.requests.values_list("prompt_tokens", "output_tokens", "n_predict"))
-    prompts = sorted(p for p, _, _ in rows if p is not None)
-    outputs = sorted(o if o is not None else n for _, o, n in rows if (o if o is not None else n) is not None)
-    if not prompts:
-        return None
-    return Workload(at_rank(prompts, 95), at_rank(outputs, 95) if outputs else 0, run.concurrency or 1)
 
 
 def query_values(data: Any, name: str) -> list[str]:
@@ -800,21 +804,6 @@ def _host(data: dict[str, Any], local_cpu: Cpu | None = None) -> tuple[Host | No
 
 class GgufUploadForm(forms.Form):
     head = forms.FileField(label="GGUF file (only its first MiBs are sent)")
-
-
-def flags_from_run(run: Run) -> ServerFlags:
-    """The llama-server flags a run's record describes."""
-    auto = run.parallel == 4 and run.kv_unified is True
-    return replace(
-        ServerFlags(),
-        ctx_size=run.ctx_size or None,
-        parallel=None if auto or run.parallel is None else run.parallel,
-        kv_unified=None if auto else run.kv_unified,
-        type_k=run.cache_type_k or "f16",
-        type_v=run.cache_type_v or "f16",
-        flash_attn={"on": "on", "off": "off"}.get(run.flash_attn, "auto"),
-        kv_offload=run.kv_offload is not False,
-    )
 
 
 class _NotEchoed(forms.Textarea):

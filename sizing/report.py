@@ -113,16 +113,18 @@ class RecordCheck:
     explanation: str = ""
 
 
-def check_record(s: Sizing, n_ok: int, n_requests: int, failure: str = "") -> RecordCheck | None:
+def check_record(s: Sizing, n_ok: int, n_requests: int, *, has_failures: bool, failure: str = "") -> RecordCheck | None:
     """Do the run's measured requests agree with what kvlab predicts for its recorded flags?
 
-    When they do not, say what would explain it: a -c recorded per slot rather than for the
+    `has_failures`: whether the run counts as one with failed requests, by the history's one rule of a
+    run's outcome (benchmarks.history.outcomes), which the caller applies.
+    When they do not agree, say what would explain it: a -c recorded per slot rather than for the
     whole server (the investigation's C2), or flags other than the recorded ones."""
     if s.prediction is None or not n_requests:
         return None
     measured = f"{n_ok}/{n_requests} ok" + (f" ({failure})" if failure else "")
     predicted_fail = s.prediction.fails
-    if predicted_fail == (n_ok < n_requests):
+    if predicted_fail == has_failures:
         return RecordCheck(True, measured, f"The record agrees with the prediction: measured {measured}.")
     if predicted_fail:
         status = f"HTTP {s.prediction.http_status}" if s.prediction.http_status else "a failure"
