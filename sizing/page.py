@@ -16,19 +16,11 @@ from kvlab.http import HtmxHttpRequest
 
 from . import catalogue
 from .cmdline import to_command
-from .forms import (
-    GPU_FIELDS,
-    MAX_GPU_MIB,
-    MAX_GPU_VALUES,
-    MIN_MEMORY_MIB,
-    SizingForm,
-    SizingInputs,
-    as_query,
-    query_values,
-    refusal,
-)
+from .forms import SizingForm, refusal
+from .inputs import SizingInputs
 from .kv import FORMULA_VERSION
 from .memory import COMPUTE_FORMULA
+from .parsers import GPU_FIELDS, MAX_GPU_MIB, MAX_GPU_VALUES, MIN_MEMORY_MIB, as_query, query_values
 from .placement.types import MAX_DEVICES
 from .recommend import RANKING
 from .render import page_view

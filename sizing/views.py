@@ -22,7 +22,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from kvlab.http import HtmxHttpRequest
 from kvlab.uploads import SizeLimitUploadHandler
 
-from .forms import ExplainLogForm, GgufUploadForm
+from .explain_log_form import ExplainLogForm
+from .forms import GgufUploadForm
 from .gguf import GGUFError, read_gguf_head
 from .hparams import ModelSpecError, model_params
 from .models import GgufHead, SizingSnapshot

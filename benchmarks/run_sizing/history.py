@@ -11,7 +11,7 @@ from django.db.models import F, Q, Subquery
 from benchmarks.history.outcomes import FAILED, PARTIAL, outcome_of
 from benchmarks.models import CalibrationPoint, Run
 from sizing.cmdline import quant_in_file_name
-from sizing.forms import SizingInputs
+from sizing.inputs import SizingInputs
 from sizing.kv import ServerFlags, flags_key
 from sizing.placement.speed import calibrate
 from sizing.report import RecordCheck, Sizing, check_record, size

@@ -9,7 +9,8 @@ from typing import Any
 from benchmarks.history.metrics import at_rank
 from benchmarks.models import Run
 from sizing import catalogue
-from sizing.forms import RunRecord, SizingForm
+from sizing.forms import SizingForm
+from sizing.inputs import RunRecord
 from sizing.kv import ServerFlags
 from sizing.workload import Workload
 

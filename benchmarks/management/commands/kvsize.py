@@ -19,9 +19,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.run_sizing.runs import RunSizingForm
 from sizing.cmdline import LOAD_MODES, SPLIT_MODES, parse_command
-from sizing.forms import GPU_FIELDS, MAX_PARAMS_CHARS, as_query, flag_fields, refusal
+from sizing.forms import flag_fields, refusal
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.models import GgufHead
+from sizing.parsers import GPU_FIELDS, MAX_PARAMS_CHARS, as_query
 from sizing.placement.cpu import CPU_CHOICES, Cpu, from_cpuinfo
 from sizing.render import text_report
 from sizing.report import as_json
