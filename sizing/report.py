@@ -10,6 +10,7 @@ from .cmdline import to_command
 from .hparams import ModelParams
 from .kv import FORMULA_VERSION, KVLayout, ServerFlags, kv_layout
 from .memory import COMPUTE_FORMULA, MemoryPlan, memory_plan
+from .placement.overhead import Item
 from .placement.server import ServerPlan, plan_server
 from .placement.tensors import WeightTensor
 from .placement.types import Device, Host, MiB
@@ -165,17 +166,56 @@ def _explain_success(s: Sizing) -> str:
     )
 
 
+# The pieces of a sizing that the JSON (as_json, server_json) and the page's view (render.page_view,
+# render.server_view) both show, written once.
+
+
+def model_json(model: ModelParams) -> dict[str, Any]:
+    return {"arch": model.arch, "name": model.name, "n_layer": model.n_layer, "n_ctx_train": model.n_ctx_train}
+
+
+def prediction_json(prediction: Prediction) -> dict[str, Any]:
+    return {"outcome": prediction.outcome, "http_status": prediction.http_status, "message": prediction.message}
+
+
+def context_json(plan: ServerPlan) -> dict[str, Any]:
+    """The context llama-server will run with, after its fit."""
+    return {
+        "n_ctx": plan.context.n_ctx,
+        "n_ctx_seq": plan.context.n_ctx_seq,
+        "n_ctx_slot": plan.context.n_ctx_slot,
+        "n_parallel": plan.params.n_seq_max,
+        "kv_unified": plan.params.kv_unified,
+    }
+
+
+def fit_log(plan: ServerPlan) -> list[list[str]]:
+    """The lines llama-server prints before and during its fit, as (level, text) lists."""
+    return [list(line) for line in plan.pre_fit_log + plan.fit.log]
+
+
+def cpu_json(plan: ServerPlan) -> dict[str, str] | None:
+    return None if plan.cpu is None else {"label": plan.cpu.label, "source": plan.cpu.source}
+
+
+def outside_json(item: Item) -> dict[str, Any]:
+    """One use of a device's memory outside llama.cpp's own count."""
+    return {
+        "name": item.name,
+        "bytes": item.bytes,
+        "in_vram": item.in_vram,
+        "upper_bound": item.upper_bound,
+        "exact": item.exact,
+        "source": item.source,
+    }
+
+
 def as_json(s: Sizing) -> dict[str, Any]:
     """The machine-readable sizing (kvsize --json, share snapshots). Bytes are exact integers."""
     layout = s.layout
     return {
         "formula_version": FORMULA_VERSION,
-        "model": {
-            "arch": s.model.arch,
-            "name": s.model.name,
-            "n_layer": s.model.n_layer,
-            "n_ctx_train": s.model.n_ctx_train,
-        },
+        "model": model_json(s.model),
         "n_ctx": layout.n_ctx,
         "n_ctx_seq": layout.n_ctx_seq,
         "n_stream": layout.n_stream,
@@ -199,13 +239,7 @@ def as_json(s: Sizing) -> dict[str, Any]:
             "gpu_total_bytes": s.plan.gpu_total,
             "fits": s.plan.fits,
         },
-        "prediction": None
-        if s.prediction is None
-        else {
-            "outcome": s.prediction.outcome,
-            "http_status": s.prediction.http_status,
-            "message": s.prediction.message,
-        },
+        "prediction": None if s.prediction is None else prediction_json(s.prediction),
         "recommendations": [
             {
                 "command": r.command,
@@ -232,15 +266,11 @@ def server_json(plan: ServerPlan | None) -> dict[str, Any]:
             "status": plan.fit.status,
             "message": plan.fit.message,
             "changes": list(plan.fit.changes),
-            "log": [list(line) for line in plan.pre_fit_log + plan.fit.log],
+            "log": fit_log(plan),
         },
         "effective": {
             "command": to_command(plan.flags),
-            "n_ctx": plan.context.n_ctx,
-            "n_ctx_seq": plan.context.n_ctx_seq,
-            "n_ctx_slot": plan.context.n_ctx_slot,
-            "n_parallel": plan.params.n_seq_max,
-            "kv_unified": plan.params.kv_unified,
+            **context_json(plan),
             "n_gpu_layers": plan.params.n_gpu_layers,
             "tensor_split": list(plan.params.tensor_split),
             "overrides": [list(o) for o in plan.params.overrides],
@@ -248,7 +278,7 @@ def server_json(plan: ServerPlan | None) -> dict[str, Any]:
         },
         "placement_error": plan.error,
         "weights_note": plan.weights_note,
-        "cpu": None if plan.cpu is None else {"label": plan.cpu.label, "source": plan.cpu.source},
+        "cpu": cpu_json(plan),
         "host_memory": None
         if plan.host_memory is None
         else {
@@ -272,19 +302,7 @@ def server_json(plan: ServerPlan | None) -> dict[str, Any]:
                 "counted_bytes": r.usage.total,
                 "fit_target_bytes": r.margin,
                 "free_after_bytes": r.free_after,
-                "outside_llama_cpp": None
-                if r.outside is None
-                else [
-                    {
-                        "name": i.name,
-                        "bytes": i.bytes,
-                        "in_vram": i.in_vram,
-                        "upper_bound": i.upper_bound,
-                        "exact": i.exact,
-                        "source": i.source,
-                    }
-                    for i in r.outside.items
-                ],
+                "outside_llama_cpp": None if r.outside is None else [outside_json(i) for i in r.outside.items],
             }
             for r in plan.rows
         ],
