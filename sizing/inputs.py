@@ -12,7 +12,7 @@ from .hparams import ModelParams
 from .kv import ServerFlags
 from .placement.tensors import WeightTensor
 from .placement.types import Device, Host
-from .report import Sizing, size
+from .size import Sizing, size
 from .weights import WeightsFigure
 from .workload import Workload
 

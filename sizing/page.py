@@ -24,7 +24,8 @@ from .parsers import GPU_FIELDS, MAX_GPU_MIB, MAX_GPU_VALUES, MIN_MEMORY_MIB, as
 from .placement.types import MAX_DEVICES
 from .recommend import RANKING
 from .render import page_view
-from .report import RecordCheck, Sizing, as_json
+from .report import RecordCheck, as_json
+from .size import Sizing
 
 
 def size_json(form: SizingForm) -> JsonResponse:

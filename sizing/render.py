@@ -13,7 +13,8 @@ from .cmdline import ArgNote, to_command
 from .kv import FORMULA_VERSION, ServerFlags
 from .memory import COMPUTE_FORMULA
 from .recommend import RANKING
-from .report import RecordCheck, Sizing, context_json, cpu_json, fit_log, model_json, outside_json, prediction_json
+from .report import RecordCheck, context_json, cpu_json, fit_log, model_json, outside_json, prediction_json
+from .size import Sizing
 from .weights import WeightsFigure
 
 # The shape of page_view's dict, as stored in snapshots. 2 adds "server" (what llama-server will do on

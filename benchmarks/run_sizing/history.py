@@ -14,7 +14,8 @@ from sizing.cmdline import quant_in_file_name
 from sizing.inputs import SizingInputs
 from sizing.kv import ServerFlags, flags_key
 from sizing.placement.speed import calibrate
-from sizing.report import RecordCheck, Sizing, check_record, size
+from sizing.report import RecordCheck, check_record
+from sizing.size import Sizing, size
 from sizing.workload import Workload
 
 from .runs import catalogue_id_for, flags_from_run
