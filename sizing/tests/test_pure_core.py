@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sizing.forms import SizingForm
+
 SIZING = Path(__file__).resolve().parents[1]
 SOURCES = sorted(p for p in SIZING.rglob("*.py") if "tests" not in p.relative_to(SIZING).parts)
 
@@ -50,3 +52,11 @@ def test_every_module_of_sizing_is_walked():
     names = {str(p.relative_to(SIZING)) for p in SOURCES}
     assert {"forms.py", "views.py", "page.py", "report.py", "placement/fit.py"} <= names
     assert not any(name.startswith("tests/") for name in names)
+
+
+@pytest.mark.django_db
+def test_the_sizing_form_alone_knows_no_run_and_asks_the_database_nothing(django_assert_num_queries):
+    form = SizingForm({"model": "llama-3.1-8b", "ctx_size": "4096", "run": "1"})
+    with django_assert_num_queries(0):
+        assert not form.is_valid()
+    assert form.errors["run"] == ["Run #1 does not exist or has no prompt sizes."]
