@@ -44,7 +44,7 @@ class ServerFlags:
     n_ubatch: int = 512  # -ub
     kv_offload: bool = True  # False with --no-kv-offload
     n_gpu_layers: int | None = None  # -ngl N; None: auto (-1), -2: all
-    # Placement on the GPUs (issue 14: sizing.placement). Defaults are llama-server b11434's.
+    # Placement on the GPUs (sizing.placement). Defaults are llama-server b11434's.
     split_mode: str = "layer"  # -sm none|layer|row|tensor
     tensor_split: tuple[float, ...] = ()  # -ts, one value per GPU
     main_gpu: int = 0  # -mg

@@ -112,7 +112,7 @@ def read_server_log(log: str) -> ReportedMemory:
     return reported
 
 
-# --- The whole start-up log (issue 15) ---------------------------------------------------------------
+# --- The whole start-up log ------------------------------------------------------------------------
 #
 # parse_startup_log reads everything a llama-server start-up log says about the configuration the
 # server really ran with. The formats are those of b11434 (common/common.cpp common_params_print_info,

@@ -1,4 +1,4 @@
-"""The sizing page in a real browser (issue 11, items 1, 2, 3, 5, 6): what only a browser shows.
+"""The sizing page in a real browser: what only a browser shows.
 
 The form's fields after an htmx update, a pasted command filling them, a field edited after
 it rewriting the command, and a shared snapshot that reads like the page. Screenshots go to
@@ -55,7 +55,7 @@ def test_the_form_shows_what_the_result_used_and_size_it_again_changes_nothing(t
     tab.screenshot("sizing-form-shows-what-was-computed")
 
     def add_a_second_gpu(page: Page) -> None:
-        # Issue 14: a second GPU is one more row; the result places the model on both, and the URL keeps both.
+        # A second GPU is one more row; the result places the model on both, and the URL keeps both.
         with page.expect_response(lambda r: "quant=Q4_K_M" in r.url and r.status == 200):
             field(page, "quant").fill("Q4_K_M")
             field(page, "quant").press("Tab")
@@ -149,7 +149,7 @@ def test_devstral_on_16_gb_asks_for_the_weights_then_judges_the_fit(tab: Tab) ->
         page.wait_for_load_state("networkidle")
         expect(dd(page, "weights")).to_contain_text("14,334,453,350 B (13,670.40 MiB)")
         # As typed (all 41 layers on the GPU) it would not fit; llama-server's --fit keeps some layers in
-        # system RAM instead, and the page sizes what it will run (issue 14).
+        # system RAM instead, and the page sizes what it will run.
         expect(page.locator("#results .typed-vs-effective")).to_contain_text(
             "You typed no -ngl; llama-server will run with -ngl"
         )

@@ -66,7 +66,7 @@ def test_a_command_round_trips_through_to_command():
     assert to_command(ServerFlags(ctx_size=16384)) == ["llama-server", "-m", "MODEL.gguf", "-c", "16384"]
 
 
-# Issue 14: the placement flags, read in order as llama-server reads them, and written back.
+# The placement flags, read in order as llama-server reads them, and written back.
 PLACEMENT = [
     "llama-server -m m.gguf -c 0 -fitc 8192 -ngl all -ts 3,1 -mg 1 -fitt 2048,512 --kv-unified-per-slot 8192",
     "llama-server -m m.gguf --n-cpu-moe 3 -ot a=CPU --cpu-moe -ot b=CUDA0,c=CPU -fit off",

@@ -1,5 +1,5 @@
 # ruff: noqa: E501  (real log lines are long)
-"""What a hostile start-up log costs (issue 27 item 2): anyone may post one to /sizing/explain-log/.
+"""What a hostile start-up log costs: anyone may post one to /sizing/explain-log/.
 
 Each line below is the worst kvlab could build for one of the parser's regular expressions as they
 were: a pattern whose repetitions could retry each other (two lazy runs, a greedy word searched for at

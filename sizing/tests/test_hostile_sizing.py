@@ -1,4 +1,4 @@
-"""Hostile and careless input to the sizing page, GGUF uploads and snapshots (issue 12).
+"""Hostile and careless input to the sizing page, GGUF uploads and snapshots.
 
 Each is refused with a clear 4xx and nothing stored, or kept bounded; never a 500.
 """

@@ -118,7 +118,7 @@ def test_kvsize_takes_no_default_quantization_and_names_the_weights_it_used():
         call_command("kvsize", "--model", "llama-3.1-8b", "--quant", "IQ1_S", stdout=StringIO())
 
 
-# Issue 14: what llama-server's --fit does on the given GPUs (sizing.placement).
+# What llama-server's --fit does on the given GPUs (sizing.placement).
 DEVSTRAL = ("--model", "devstral-small-2-24b", "--quant", "Q4_K_M")
 
 

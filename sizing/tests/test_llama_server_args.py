@@ -18,7 +18,7 @@ from sizing.cmdline import HELP_FILE, parse_command
 pytestmark = pytest.mark.llama_server
 
 COMMANDS = [
-    # The investigation's published command (issue 11, item 4): the stray 1 after --slots.
+    # The investigation's published command: the stray 1 after --slots.
     "--model devstral.gguf --ctx-size 12288 --slots 1 -ctk q8_0 -ctv q8_0",
     "--model devstral.gguf --ctx-size 12288 -np 1 -ctk q8_0 -ctv q8_0",  # what kvlab points to
     "-m m.gguf -c 4096 --slots",

@@ -1,4 +1,4 @@
-"""`-ot` patterns come from anyone who opens the sizing page: they are matched in linear time (issue 27).
+"""`-ot` patterns come from anyone who opens the sizing page: they are matched in linear time.
 
 Python's backtracking `re` takes minutes on `(.*)*(.*)*Q` against one tensor name; kvlab matches the
 whole override list as one RE2 set. What a pattern matches must not change: on patterns of the

@@ -1,4 +1,4 @@
-"""The sizing page's "What llama-server will do" (issue 14): the fit replayed on the user's GPUs, the
+"""The sizing page's "What llama-server will do": the fit replayed on the user's GPUs, the
 effective command, memory per device, what lies outside llama.cpp's count, the decode speed and the
 measured runs beside it, in the page, a shared snapshot and the plain-text report."""
 

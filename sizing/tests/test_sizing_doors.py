@@ -1,4 +1,4 @@
-"""The sizing page and `kvsize` are two doors to one sizing (issue 26, item 5): the same inputs, fed to
+"""The sizing page and `kvsize` are two doors to one sizing: the same inputs, fed to
 the page as its shareable query string (`?format=json`) and to `kvsize --json`, give the same JSON —
 the same result, or the same refusal of the same field. Each case also says what it must give, so
 that two doors refusing alike for a wrong reason fail too."""

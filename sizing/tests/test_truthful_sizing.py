@@ -1,4 +1,4 @@
-"""Issue 11, items 1-6: the sizing page says nothing wrong or half true where the user decides.
+"""The sizing page says nothing wrong or half true where the user decides.
 
 Each test names the item it pins. The browser side of the same behaviours is in
 test_browser_sizing.py.
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db
 GPU_16GB = "rtx-5060-ti-16gb"
 WORKLOAD = {"prompt_tokens": 4362, "output_tokens": 1738, "concurrency": 3}
 DEVSTRAL = {"model": "devstral-small-2-24b", "ctx_size": 16384, "gpu": GPU_16GB, **WORKLOAD}
-# The investigation's published command (issue 11, item 4).
+# The investigation's published command.
 PUBLISHED = "llama-server --model devstral.gguf --ctx-size 12288 --slots 1 -ctk q8_0 -ctv q8_0"
 MiB = 1024 * 1024
 

@@ -26,7 +26,7 @@ def test_the_demo_original_is_predicted_to_overflow_the_shared_pool(client):
     assert "163,840 B (0.16 MiB)" in page  # KV per token, f16
     assert "need 18,300 cells; the unified pool has 16,384" in page
     assert "HTTP 500 &#x27;Context size has been exceeded&#x27;" in page
-    # The catalogue is not told which weights file: nothing is called fitting (issue 11, item 1).
+    # The catalogue is not told which weights file: nothing is called fitting.
     assert "Recommended configurations" not in page and "KV-only candidates — not checked against the GPU" in page
     assert "-c 18432 -np 3" in page
 
