@@ -3,7 +3,7 @@
 What is measured
 ----------------
 * Sizing: for every catalogue model (sizing/catalogue/models.json) at Q4_K_M, a full
-  ``sizing.report.size(..., with_recommendations=True)`` — KV layout, memory plan, failure
+  ``sizing.size.size(..., with_recommendations=True)`` — KV layout, memory plan, failure
   prediction and every ranked recommendation — for the investigation's workload (3 x
   (4,362 + 1,738) tokens, -c 16384; for a 16 GB GPU and for none, when every candidate is
   ranked), ``--repeats`` times each (default 20) after
@@ -47,7 +47,7 @@ from sizing.kv import ServerFlags
 from sizing.placement import tensors as placement_tensors
 from sizing.placement.server import plan_server
 from sizing.placement.types import Device, Host, MiB
-from sizing.report import size
+from sizing.size import size
 from sizing.tiny_gguf import close_sparse
 from sizing.workload import Workload
 

@@ -7,6 +7,7 @@ admin.site.login_form = throttle.ThrottledAdminAuthenticationForm
 
 urlpatterns = [
     path("", include("benchmarks.urls")),
+    path("", include("benchmarks.run_sizing.urls")),  # the sizing page: sizing beside the history
     path("", include("sizing.urls")),
     path("accounts/login/", throttle.login, name="login"),  # before auth.urls: failed logins are throttled
     path("accounts/", include("django.contrib.auth.urls")),

@@ -23,8 +23,8 @@ from .placement.cpu import CpuSpecError, from_system_info
 from .placement.server import params_of
 from .placement.tensors import WeightTensor
 from .placement.types import Device, Host, MiB
-from .report import size
 from .server_log import StartupLog, mib
+from .size import size
 
 EQUAL, WITHIN, DIFFERS, NOT_PREDICTED = "equal", "within", "differs", "not predicted"
 HOST_BUFFERS = ("CPU", "CPU_Mapped", "CUDA_Host", "CPU_REPACK", "AMX")

@@ -13,7 +13,8 @@ from .cmdline import ArgNote, to_command
 from .kv import FORMULA_VERSION, ServerFlags
 from .memory import COMPUTE_FORMULA
 from .recommend import RANKING
-from .report import RecordCheck, Sizing
+from .report import RecordCheck, context_json, cpu_json, fit_log, model_json, outside_json, prediction_json
+from .size import Sizing
 from .weights import WeightsFigure
 
 # The shape of page_view's dict, as stored in snapshots. 2 adds "server" (what llama-server will do on
@@ -127,12 +128,7 @@ def page_view(
     return {
         "version": VIEW_VERSION,
         "title": title,
-        "model": {
-            "name": s.model.name,
-            "arch": s.model.arch,
-            "n_layer": s.model.n_layer,
-            "n_ctx_train": s.model.n_ctx_train,
-        },
+        "model": model_json(s.model),
         "command_line": command_line,
         "flags_from": flags_from,
         "notes": [{"arg": n.arg, "refused": n.refused, "says": n.says} for n in notes],
@@ -152,14 +148,7 @@ def page_view(
             "recurrent": None if layout.recurrent is None else asdict(layout.recurrent),
         },
         "kv_offload": s.flags.kv_offload,
-        "prediction": None
-        if s.prediction is None
-        else {
-            "outcome": s.prediction.outcome,
-            "message": s.prediction.message,
-            "fails": s.prediction.fails,
-            "http_status": s.prediction.http_status,
-        },
+        "prediction": None if s.prediction is None else {**prediction_json(s.prediction), "fails": s.prediction.fails},
         "record": None
         if record is None
         else {
@@ -301,7 +290,7 @@ def server_view(
     if plan is None:
         return None
     fit = plan.fit
-    log = [list(line) for line in plan.pre_fit_log + fit.log]
+    log = fit_log(plan)
     rows = []
     for i, r in enumerate(plan.rows):
         outside = r.outside
@@ -334,18 +323,7 @@ def server_view(
                 "free_after": r.free_after,
                 "fit_target": r.margin,
                 "fits": r.fits,
-                "outside": [
-                    {
-                        "name": item.name,
-                        "bytes": item.bytes,
-                        "in_vram": item.in_vram,
-                        "upper_bound": item.upper_bound,
-                        "exact": item.exact,
-                        "source": item.source,
-                    }
-                    for item in items
-                    if item.bytes != 0
-                ],
+                "outside": [outside_json(item) for item in items if item.bytes != 0],
                 "outside_unknown": [item.name for item in items if item.bytes is None],
                 "smi_low": smi_low,
                 "smi_high": smi_high,
@@ -391,13 +369,7 @@ def server_view(
         "printed": [line for line in log if line[0] in ("WRN", "ERR")],
         "typed_vs_effective": typed_vs_effective(s.typed_flags, plan.flags),
         "command": shlex.join(to_command(plan.flags, model_path)),
-        "context": {
-            "n_ctx": plan.context.n_ctx,
-            "n_ctx_seq": plan.context.n_ctx_seq,
-            "n_ctx_slot": plan.context.n_ctx_slot,
-            "n_parallel": plan.params.n_seq_max,
-            "kv_unified": plan.params.kv_unified,
-        },
+        "context": context_json(plan),
         "overrides": overrides_in_words(plan.params.overrides),
         "error": plan.error,
         "loads": plan.loads,
@@ -405,7 +377,7 @@ def server_view(
         "tensors_source": tensors_source,
         "tensor_notes": list(tensor_notes),
         "devices": rows,
-        "cpu": None if plan.cpu is None else {"label": plan.cpu.label, "source": plan.cpu.source},
+        "cpu": cpu_json(plan),
         "cpu_buffers": []
         if plan.host_memory is None
         else [{"name": name, "bytes": size} for name, size in plan.host_memory.extra.items()],

@@ -1,106 +1,20 @@
-"""One sizing: model × flags × GPU × workload → everything the page and kvsize show. Pure."""
+"""What a sizing reports: its machine-readable JSON (kvsize --json, the page's ?format=json, share snapshots,
+a sweep's prediction), the pieces of it the page's view shows too, and a run's record checked against it. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from .cmdline import to_command
 from .hparams import ModelParams
-from .kv import FORMULA_VERSION, KVLayout, ServerFlags, kv_layout
-from .memory import COMPUTE_FORMULA, MemoryPlan, memory_plan
-from .placement.server import ServerPlan, plan_server
-from .placement.tensors import WeightTensor
-from .placement.types import Device, Host, MiB
-from .recommend import RANKING, Recommendation, recommend
-from .workload import Prediction, Workload, predict
-
-
-@dataclass
-class Sizing:
-    """`flags` and `layout` are what the server runs with: after --fit when GPUs are given
-    (`server` then says what changed and why), else the flags as typed."""
-
-    model: ModelParams
-    flags: ServerFlags
-    layout: KVLayout
-    plan: MemoryPlan
-    workload: Workload | None
-    prediction: Prediction | None
-    recommendations: list[Recommendation]
-    server: ServerPlan | None = None
-    typed_flags: ServerFlags | None = None  # the flags as given, when --fit changed them
-
-
-def size(
-    model: ModelParams,
-    flags: ServerFlags,
-    *,
-    workload: Workload | None = None,
-    gpu_mib: int | None = None,
-    weights_bytes: int | None = None,
-    weights_source: str = "",
-    model_path: str = "MODEL.gguf",
-    with_recommendations: bool = True,
-    devices: Sequence[Device] | None = None,
-    host: Host | None = None,
-    tensors: Sequence[WeightTensor] | None = None,
-    tensors_in_file_order: bool = False,
-    sm_counts: Sequence[int | None] = (),
-    compute_capabilities: Sequence[float | None] = (),
-) -> Sizing:
-    """Size `flags` for `model`. With GPUs (`devices`, or one of `gpu_mib`), or on the CPU alone with
-    the host's RAM given (`host.total`), llama-server's --fit is replayed and the sizing is of the
-    configuration it then runs with. `sm_counts` and
-    `compute_capabilities` (one per device, None where unknown) size what nvidia-smi shows beyond
-    llama.cpp's own count."""
-    if devices is None and gpu_mib is not None:
-        devices = [Device("CUDA0", f"a GPU of {gpu_mib:,} MiB", gpu_mib * MiB)]
-    if gpu_mib is None and devices:
-        gpu_mib = devices[0].free // MiB  # the one-GPU memory plan (MemoryPlan) of the first
-    server = None
-    typed = flags
-    if devices or (host is not None and host.total):  # GPUs, or a CPU-only host of a known size
-        server = plan_server(
-            model,
-            flags,
-            devices=devices or [],
-            host=host,
-            tensors=tensors,
-            tensors_in_file_order=tensors_in_file_order,
-            weights_bytes=weights_bytes,
-            prompt_tokens=workload.prompt_tokens if workload else 0,
-            output_tokens=workload.output_tokens if workload else 0,
-            concurrency=workload.concurrency if workload else 1,
-            sm_counts=sm_counts,
-            compute_capabilities=compute_capabilities,
-        )
-        flags = server.flags
-    layout = kv_layout(model, flags)
-    plan = memory_plan(
-        model, layout, flags, weights_bytes=weights_bytes, weights_source=weights_source, gpu_mib=gpu_mib
-    )
-    prediction = predict(layout, workload) if workload else None
-    recommendations = (
-        recommend(
-            model,
-            workload,
-            base=flags,
-            weights_bytes=weights_bytes,
-            weights_source=weights_source,
-            gpu_mib=gpu_mib,
-            model_path=model_path,
-            devices=devices,
-            host=host,
-            tensors=tensors,
-        )
-        if workload and with_recommendations
-        else []
-    )
-    return Sizing(
-        model, flags, layout, plan, workload, prediction, recommendations, server, typed if flags != typed else None
-    )
+from .kv import FORMULA_VERSION, kv_layout
+from .memory import COMPUTE_FORMULA
+from .placement.overhead import Item
+from .placement.server import ServerPlan
+from .recommend import RANKING
+from .size import Sizing
+from .workload import Prediction, predict
 
 
 @dataclass(frozen=True)
@@ -113,16 +27,18 @@ class RecordCheck:
     explanation: str = ""
 
 
-def check_record(s: Sizing, n_ok: int, n_requests: int, failure: str = "") -> RecordCheck | None:
+def check_record(s: Sizing, n_ok: int, n_requests: int, *, has_failures: bool, failure: str = "") -> RecordCheck | None:
     """Do the run's measured requests agree with what kvlab predicts for its recorded flags?
 
-    When they do not, say what would explain it: a -c recorded per slot rather than for the
+    `has_failures`: whether the run counts as one with failed requests, by the history's one rule of a
+    run's outcome (benchmarks.history.outcomes), which the caller applies.
+    When they do not agree, say what would explain it: a -c recorded per slot rather than for the
     whole server (the investigation's C2), or flags other than the recorded ones."""
     if s.prediction is None or not n_requests:
         return None
     measured = f"{n_ok}/{n_requests} ok" + (f" ({failure})" if failure else "")
     predicted_fail = s.prediction.fails
-    if predicted_fail == (n_ok < n_requests):
+    if predicted_fail == has_failures:
         return RecordCheck(True, measured, f"The record agrees with the prediction: measured {measured}.")
     if predicted_fail:
         status = f"HTTP {s.prediction.http_status}" if s.prediction.http_status else "a failure"
@@ -163,17 +79,56 @@ def _explain_success(s: Sizing) -> str:
     )
 
 
+# The pieces of a sizing that the JSON (as_json, server_json) and the page's view (render.page_view,
+# render.server_view) both show, written once.
+
+
+def model_json(model: ModelParams) -> dict[str, Any]:
+    return {"arch": model.arch, "name": model.name, "n_layer": model.n_layer, "n_ctx_train": model.n_ctx_train}
+
+
+def prediction_json(prediction: Prediction) -> dict[str, Any]:
+    return {"outcome": prediction.outcome, "http_status": prediction.http_status, "message": prediction.message}
+
+
+def context_json(plan: ServerPlan) -> dict[str, Any]:
+    """The context llama-server will run with, after its fit."""
+    return {
+        "n_ctx": plan.context.n_ctx,
+        "n_ctx_seq": plan.context.n_ctx_seq,
+        "n_ctx_slot": plan.context.n_ctx_slot,
+        "n_parallel": plan.params.n_seq_max,
+        "kv_unified": plan.params.kv_unified,
+    }
+
+
+def fit_log(plan: ServerPlan) -> list[list[str]]:
+    """The lines llama-server prints before and during its fit, as (level, text) lists."""
+    return [list(line) for line in plan.pre_fit_log + plan.fit.log]
+
+
+def cpu_json(plan: ServerPlan) -> dict[str, str] | None:
+    return None if plan.cpu is None else {"label": plan.cpu.label, "source": plan.cpu.source}
+
+
+def outside_json(item: Item) -> dict[str, Any]:
+    """One use of a device's memory outside llama.cpp's own count."""
+    return {
+        "name": item.name,
+        "bytes": item.bytes,
+        "in_vram": item.in_vram,
+        "upper_bound": item.upper_bound,
+        "exact": item.exact,
+        "source": item.source,
+    }
+
+
 def as_json(s: Sizing) -> dict[str, Any]:
     """The machine-readable sizing (kvsize --json, share snapshots). Bytes are exact integers."""
     layout = s.layout
     return {
         "formula_version": FORMULA_VERSION,
-        "model": {
-            "arch": s.model.arch,
-            "name": s.model.name,
-            "n_layer": s.model.n_layer,
-            "n_ctx_train": s.model.n_ctx_train,
-        },
+        "model": model_json(s.model),
         "n_ctx": layout.n_ctx,
         "n_ctx_seq": layout.n_ctx_seq,
         "n_stream": layout.n_stream,
@@ -197,13 +152,7 @@ def as_json(s: Sizing) -> dict[str, Any]:
             "gpu_total_bytes": s.plan.gpu_total,
             "fits": s.plan.fits,
         },
-        "prediction": None
-        if s.prediction is None
-        else {
-            "outcome": s.prediction.outcome,
-            "http_status": s.prediction.http_status,
-            "message": s.prediction.message,
-        },
+        "prediction": None if s.prediction is None else prediction_json(s.prediction),
         "recommendations": [
             {
                 "command": r.command,
@@ -230,15 +179,11 @@ def server_json(plan: ServerPlan | None) -> dict[str, Any]:
             "status": plan.fit.status,
             "message": plan.fit.message,
             "changes": list(plan.fit.changes),
-            "log": [list(line) for line in plan.pre_fit_log + plan.fit.log],
+            "log": fit_log(plan),
         },
         "effective": {
             "command": to_command(plan.flags),
-            "n_ctx": plan.context.n_ctx,
-            "n_ctx_seq": plan.context.n_ctx_seq,
-            "n_ctx_slot": plan.context.n_ctx_slot,
-            "n_parallel": plan.params.n_seq_max,
-            "kv_unified": plan.params.kv_unified,
+            **context_json(plan),
             "n_gpu_layers": plan.params.n_gpu_layers,
             "tensor_split": list(plan.params.tensor_split),
             "overrides": [list(o) for o in plan.params.overrides],
@@ -246,7 +191,7 @@ def server_json(plan: ServerPlan | None) -> dict[str, Any]:
         },
         "placement_error": plan.error,
         "weights_note": plan.weights_note,
-        "cpu": None if plan.cpu is None else {"label": plan.cpu.label, "source": plan.cpu.source},
+        "cpu": cpu_json(plan),
         "host_memory": None
         if plan.host_memory is None
         else {
@@ -270,19 +215,7 @@ def server_json(plan: ServerPlan | None) -> dict[str, Any]:
                 "counted_bytes": r.usage.total,
                 "fit_target_bytes": r.margin,
                 "free_after_bytes": r.free_after,
-                "outside_llama_cpp": None
-                if r.outside is None
-                else [
-                    {
-                        "name": i.name,
-                        "bytes": i.bytes,
-                        "in_vram": i.in_vram,
-                        "upper_bound": i.upper_bound,
-                        "exact": i.exact,
-                        "source": i.source,
-                    }
-                    for i in r.outside.items
-                ],
+                "outside_llama_cpp": None if r.outside is None else [outside_json(i) for i in r.outside.items],
             }
             for r in plan.rows
         ],

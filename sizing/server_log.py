@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -421,8 +422,7 @@ def parse_startup_log(text: str | bytes) -> StartupLog:
     log = StartupLog()
     lines, log.n_unread_lines, log.n_chars = _clean_lines(text)
     log.n_lines = len(lines) + log.n_unread_lines
-    kv_kind = ""
-    breakdown: list[dict[str, Any]] | None = None
+    reading = _Reading(log)
     for number, raw in enumerate(lines, start=1):
         if len(raw) > MAX_LINE_CHARS:
             log.n_long_lines += 1
@@ -430,13 +430,12 @@ def parse_startup_log(text: str | bytes) -> StartupLog:
         line = _LINE_PREFIX.sub("", _ANSI.sub("", raw), count=1).rstrip()
         if not line:
             continue
-        if _read_line(log, line, kv_kind_box := [kv_kind], breakdown_box := [breakdown]):
+        if _read_line(reading, line):
             log.n_recognised += 1
             if log.room("lines_read", len(log.lines_read)):
                 log.lines_read.append((number, line[:MAX_SHOWN_LINE_CHARS]))
         elif _ERROR.search(line) and len(log.errors) < MAX_ERRORS:
             log.errors.append(line)
-        kv_kind, breakdown = kv_kind_box[0], breakdown_box[0]
     if not log.n_recognised:
         raise LogError(
             "No line of a llama-server start-up log was found (no llama_context, llama_kv_cache, load_tensors "
@@ -445,151 +444,240 @@ def parse_startup_log(text: str | bytes) -> StartupLog:
     return log
 
 
-def _read_line(log: StartupLog, line: str, kv_kind: list[str], breakdown: list[Any]) -> bool:
-    """Reads one prefix-free line into `log`; True when it was a line kvlab knows."""
-    at = line.find("system_info: n_threads")
-    if at >= 0:
-        log.system_info = line[at:]
-        return True
-    device = _cuda_device(line)
-    if device:
-        index, description, capability, vmm, total_mib = device
-        entry = _device(log, f"CUDA{index}")
-        entry.update(description=description, vmm=vmm)
-        if capability:
-            entry["compute_capability"] = float(capability)
-        if total_mib:
-            entry["total_mib"] = int(total_mib)
-        return True
-    info = _DEVICE_INFO.match(line)
-    if info:
-        _device(log, info[1]).update(description=info[2], total_mib=int(info[3]), free_mib=int(info[4]))
-        return True
-    version = _VERSION.match(line)
-    if version:
-        log.build = {"number": int(version[1]), "commit": version[2]}
+@dataclass
+class _Reading:
+    """A log being read, and what one line tells the next: the KV cache an iSWA model creates next
+    ("swa" or "full"), the memory breakdown whose rows follow (None: past its bound). `line` and `func`:
+    the line read now (without its prefix) and the function that printed it."""
+
+    log: StartupLog
+    kv_kind: str = ""
+    breakdown: list[dict[str, Any]] | None = None
+    line: str = ""
+    func: str = ""
+
+
+def _read_line(reading: _Reading, line: str) -> bool:
+    """Reads one prefix-free line into the log; True when it was a line kvlab knows. A line is first read
+    whole (lines that name no function), then by the function that printed it (_BY_FUNC)."""
+    reading.line = line
+    if any(read(reading, line) for read in _WHOLE_LINE_READERS):
         return True
     m = _FUNC.match(line)
     if not m:
         return False
-    func, rest = m[1], m[2]
-    if func == "common_memory_breakdown_print" or func == "llama_print_memory_breakdown":
-        if "memory breakdown" in rest:
-            breakdown[0] = [] if log.room("memory_breakdowns", len(log.memory_breakdowns)) else None
-            if breakdown[0] is not None:
-                log.memory_breakdowns.append(breakdown[0])
-            return True
-        row = _BREAKDOWN_ROW.search(rest)
-        if row and breakdown[0] is not None and log.room("breakdown_rows", len(breakdown[0])):
-            breakdown[0].append(
-                {
-                    "name": row[1],
-                    "description": row[2],
-                    "total": _int(row[3]),
-                    "free": _int(row[4]),
-                    "self": int(row[5]),
-                    "model": int(row[6]),
-                    "context": int(row[7]),
-                    "compute": int(row[8]),
-                    "unaccounted": _int(row[9]),
-                }
-            )
-            return True
+    reading.func, rest = m[1], m[2]
+    read = _BY_FUNC.get(reading.func)
+    if read is None and reading.func.startswith(_BUILD_FUNC_PREFIXES):
+        read = _read_build
+    return read is not None and read(reading, rest)
+
+
+# ---- lines read whole ----
+
+
+def _read_system_info(reading: _Reading, line: str) -> bool:
+    at = line.find("system_info: n_threads")
+    if at < 0:
         return False
-    if func in _FIT_FUNCS or (func == "common_init_" and "fitting params" in rest):
-        if log.room("fit", len(log.fit)):
-            log.fit.append(f"{func}: {rest}")
-        reduced = re.search(r"context size reduced from (\d+) to (\d+)", rest)
-        if reduced:
-            log.fit_context = (int(reduced[1]), int(reduced[2]))
+    reading.log.system_info = line[at:]
+    return True
+
+
+def _read_cuda_device(reading: _Reading, line: str) -> bool:
+    device = _cuda_device(line)
+    if not device:
+        return False
+    index, description, capability, vmm, total_mib = device
+    entry = _device(reading.log, f"CUDA{index}")
+    entry.update(description=description, vmm=vmm)
+    if capability:
+        entry["compute_capability"] = float(capability)
+    if total_mib:
+        entry["total_mib"] = int(total_mib)
+    return True
+
+
+def _read_device_info(reading: _Reading, text: str) -> bool:
+    info = _DEVICE_INFO.match(text)
+    if not info:
+        return False
+    _device(reading.log, info[1]).update(description=info[2], total_mib=int(info[3]), free_mib=int(info[4]))
+    return True
+
+
+def _read_version(reading: _Reading, line: str) -> bool:
+    version = _VERSION.match(line)
+    if not version:
+        return False
+    reading.log.build = {"number": int(version[1]), "commit": version[2]}
+    return True
+
+
+_WHOLE_LINE_READERS = (_read_system_info, _read_cuda_device, _read_device_info, _read_version)
+
+
+# ---- lines read by the function that printed them: (reading, the text after "func: ") ----
+
+
+def _read_breakdown(reading: _Reading, rest: str) -> bool:
+    log = reading.log
+    if "memory breakdown" in rest:
+        reading.breakdown = [] if log.room("memory_breakdowns", len(log.memory_breakdowns)) else None
+        if reading.breakdown is not None:
+            log.memory_breakdowns.append(reading.breakdown)
         return True
-    if func.startswith(("common_param", "build", "main")):
-        build = _BUILD.search(line)
-        if build:
-            log.build = {"number": int(build[1]), "commit": build[2], "compiler": build[3], "target": build[4]}
-            return True
-        info = _DEVICE_INFO.match(rest)
-        if info:
-            _device(log, info[1]).update(description=info[2], total_mib=int(info[3]), free_mib=int(info[4]))
-            return True
+    row = _BREAKDOWN_ROW.search(rest)
+    if not row or reading.breakdown is None or not log.room("breakdown_rows", len(reading.breakdown)):
         return False
-    if func in _CONTEXT_FUNCS:
-        return _read_context(log, rest)
-    if func in _KV_FUNCS:
-        iswa = _ISWA.search(rest)
-        if iswa:
-            kv_kind[0] = "swa" if iswa[1] == "SWA" else "full"
-            return True
-        size = _KV_SIZE.match(rest)
-        if size and log.room("kv_caches", len(log.kv_caches)):
-            log.kv_caches.append(
-                KVCache(
-                    size[1],
-                    int(size[2]),
-                    int(size[3]),
-                    int(size[4]),
-                    int(size[5]),
-                    size[6],
-                    size[7],
-                    size[8],
-                    size[9],
-                    kind=kv_kind[0],
-                )  # fmt: skip
-            )
-            return True
-        return _read_buffer(log, rest)
-    if func == "llama_memory_recurrent":
-        size = _RS_SIZE.match(rest)
-        if size and log.room("recurrent", len(log.recurrent)):
-            log.recurrent.append(
-                RecurrentState(
-                    size[1], int(size[2]), int(size[3]), int(size[4]), int(size[5]), size[6], size[7], size[8]
-                )
-            )
-            return True
-        return _read_buffer(log, rest)
-    if func in _MODEL_FUNCS:
-        offloaded = re.match(r"offloaded (\d+)/(\d+) layers to GPU", rest)
-        if offloaded:
-            log.offloaded_layers = (int(offloaded[1]), int(offloaded[2]))
-            return True
-        return _read_buffer(log, rest)
-    if func in ("sched_reserve", "graph_reserve", "llama_context"):
-        return _read_buffer(log, rest)
-    if func == "resolve_fused_ops":
-        fa = re.match(r"Flash Attention (enabled|not supported, set to disabled)", rest)
-        if fa:
-            log.flash_attn_resolved = fa[1] == "enabled"
-            return True
-        return False
-    if func == "llama_model_loader":
-        return _read_loader(log, rest)
-    if func in ("print_info", "llm_load_print_meta"):
-        kv = _KEY_VALUE.match(rest)
-        if not kv:
-            return False
-        key, value = kv[1].strip(), kv[2].strip()
-        if key == "arch":
-            log.model_arch = log.model_arch or value
-        elif key == "general.name":
-            log.model_name = log.model_name or value
-        elif key == "file type":
-            log.model_file_type = value
-        elif key == "file size":
-            log.model_file_size = value.split(" (")[0]
-        elif key == "model params":
-            log.model_params = value
-        elif key == "n_vocab" and value.isdigit():
-            log.n_vocab = int(value)
+    reading.breakdown.append(
+        {
+            "name": row[1],
+            "description": row[2],
+            "total": _int(row[3]),
+            "free": _int(row[4]),
+            "self": int(row[5]),
+            "model": int(row[6]),
+            "context": int(row[7]),
+            "compute": int(row[8]),
+            "unaccounted": _int(row[9]),
+        }
+    )
+    return True
+
+
+def _read_fit(reading: _Reading, rest: str) -> bool:
+    log = reading.log
+    if log.room("fit", len(log.fit)):
+        log.fit.append(f"{reading.func}: {rest}")
+    reduced = re.search(r"context size reduced from (\d+) to (\d+)", rest)
+    if reduced:
+        log.fit_context = (int(reduced[1]), int(reduced[2]))
+    return True
+
+
+def _read_init(reading: _Reading, rest: str) -> bool:
+    return "fitting params" in rest and _read_fit(reading, rest)
+
+
+def _read_build(reading: _Reading, rest: str) -> bool:
+    build = _BUILD.search(reading.line)
+    if build:
+        reading.log.build = {"number": int(build[1]), "commit": build[2], "compiler": build[3], "target": build[4]}
         return True
-    if func == "load_model":
-        return _read_server(log, rest)
-    if func == "llama_model_load_from_file_impl":
-        using = _USING_DEVICE.match(rest)
-        if using:
-            _device(log, using[1]).update(description=using[2], free_mib=int(using[3]))
-            return True
-    return False
+    return _read_device_info(reading, rest)
+
+
+def _read_kv(reading: _Reading, rest: str) -> bool:
+    log = reading.log
+    iswa = _ISWA.search(rest)
+    if iswa:
+        reading.kv_kind = "swa" if iswa[1] == "SWA" else "full"
+        return True
+    size = _KV_SIZE.match(rest)
+    if size and log.room("kv_caches", len(log.kv_caches)):
+        log.kv_caches.append(
+            KVCache(
+                size[1],
+                int(size[2]),
+                int(size[3]),
+                int(size[4]),
+                int(size[5]),
+                size[6],
+                size[7],
+                size[8],
+                size[9],
+                kind=reading.kv_kind,
+            )  # fmt: skip
+        )
+        return True
+    return _read_buffer(log, rest)
+
+
+def _read_recurrent(reading: _Reading, rest: str) -> bool:
+    log = reading.log
+    size = _RS_SIZE.match(rest)
+    if size and log.room("recurrent", len(log.recurrent)):
+        log.recurrent.append(
+            RecurrentState(size[1], int(size[2]), int(size[3]), int(size[4]), int(size[5]), size[6], size[7], size[8])
+        )
+        return True
+    return _read_buffer(log, rest)
+
+
+def _read_tensors(reading: _Reading, rest: str) -> bool:
+    offloaded = re.match(r"offloaded (\d+)/(\d+) layers to GPU", rest)
+    if offloaded:
+        reading.log.offloaded_layers = (int(offloaded[1]), int(offloaded[2]))
+        return True
+    return _read_buffer(reading.log, rest)
+
+
+def _read_fused_ops(reading: _Reading, rest: str) -> bool:
+    fa = re.match(r"Flash Attention (enabled|not supported, set to disabled)", rest)
+    if not fa:
+        return False
+    reading.log.flash_attn_resolved = fa[1] == "enabled"
+    return True
+
+
+# print_info's keys and where each goes; the model's own arch and name, once the metadata gave them, stay.
+_PRINT_INFO_FIELDS = {
+    "arch": ("model_arch", True),
+    "general.name": ("model_name", True),
+    "file type": ("model_file_type", False),
+    "model params": ("model_params", False),
+}
+
+
+def _read_print_info(reading: _Reading, rest: str) -> bool:
+    log = reading.log
+    kv = _KEY_VALUE.match(rest)
+    if not kv:
+        return False
+    key, value = kv[1].strip(), kv[2].strip()
+    if key in _PRINT_INFO_FIELDS:
+        name, keep = _PRINT_INFO_FIELDS[key]
+        setattr(log, name, (keep and getattr(log, name)) or value)
+    elif key == "file size":
+        log.model_file_size = value.split(" (")[0]
+    elif key == "n_vocab" and value.isdigit():
+        log.n_vocab = int(value)
+    return True
+
+
+def _read_using_device(reading: _Reading, rest: str) -> bool:
+    using = _USING_DEVICE.match(rest)
+    if not using:
+        return False
+    _device(reading.log, using[1]).update(description=using[2], free_mib=int(using[3]))
+    return True
+
+
+_FuncReader = Callable[[_Reading, str], bool]
+# The functions whose lines kvlab reads, each with its reader. The first rule that names a function wins
+# (llama_context prints its figures and its buffers: _read_context reads both).
+_FUNC_RULES: tuple[tuple[Iterable[str], _FuncReader], ...] = (
+    (("common_memory_breakdown_print", "llama_print_memory_breakdown"), _read_breakdown),
+    (_FIT_FUNCS, _read_fit),
+    (("common_init_",), _read_init),
+    (_CONTEXT_FUNCS, lambda reading, rest: _read_context(reading.log, rest)),
+    (_KV_FUNCS, _read_kv),
+    (("llama_memory_recurrent",), _read_recurrent),
+    (_MODEL_FUNCS, _read_tensors),
+    (("sched_reserve", "graph_reserve", "llama_context"), lambda reading, rest: _read_buffer(reading.log, rest)),
+    (("resolve_fused_ops",), _read_fused_ops),
+    (("llama_model_loader",), lambda reading, rest: _read_loader(reading.log, rest)),
+    (("print_info", "llm_load_print_meta"), _read_print_info),
+    (("load_model",), lambda reading, rest: _read_server(reading.log, rest)),
+    (("llama_model_load_from_file_impl",), _read_using_device),
+)
+_BY_FUNC: dict[str, _FuncReader] = {}
+for _names, _read in _FUNC_RULES:
+    for _name in _names:
+        _BY_FUNC.setdefault(_name, _read)
+# Any other function of these prefixes may print the build line or the device list (common_params_*, main).
+_BUILD_FUNC_PREFIXES = ("common_param", "build", "main")
 
 
 def _cuda_device(line: str) -> tuple[str, str, str | None, bool, str | None] | None:

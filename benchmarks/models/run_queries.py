@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import models
 from django.db.models import F
-
-if TYPE_CHECKING:
-    pass
 
 # Newest first; a run without a date last (NULLS LAST: the order of run_started_idx on both engines,
 # walked backwards). Run's default ordering, and every newest-first read of runs.

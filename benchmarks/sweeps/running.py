@@ -18,8 +18,9 @@ from django.utils import timezone
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.hparams import ModelSpecError, model_params
 from sizing.kv import ServerFlags, flags_key
-from sizing.report import as_json, size
+from sizing.report import as_json
 from sizing.server_log import read_server_log
+from sizing.size import size
 from sizing.workload import Workload
 
 from ..jobs import execution

@@ -12,8 +12,8 @@ from sizing.kv import ServerFlags, kv_layout
 
 MiB = 1024 * 1024
 
-# The head (file − computed tensor data) of the published files of the entries added with the
-# newly covered architectures, in MiB: each is its tokenizer's size, as for the files test_weights checks.
+# The head (file − computed tensor data) of the published files of the entries added
+# later, in MiB: each is its tokenizer's size, as for the files test_weights checks.
 PUBLISHED_HEADS_MIB = {
     ("gemma-3-27b", "Q4_K_M"): 5.99,  # Gemma 3's 262k vocabulary (ggml-org's file)
     ("granite-4.0-h-tiny", "Q4_K_M"): 3.42,  # the 100k vocabulary, as Granite 4.0 H Small

@@ -15,9 +15,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from benchmarks.management.commands.kvsize import OPTION_OF_FIELD, Command
 from benchmarks.models import Run
 from sizing.forms import SizingForm
-from sizing.management.commands.kvsize import OPTION_OF_FIELD, Command
 
 from .conftest import TINY
 from .gguf_writer import write_gguf_head

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.django_db
 GPU_16GB = "rtx-5060-ti-16gb"
 WORKLOAD = {"prompt_tokens": 4362, "output_tokens": 1738, "concurrency": 3}
 DEVSTRAL = {"model": "devstral-small-2-24b", "ctx_size": 16384, "gpu": GPU_16GB, **WORKLOAD}
-# The investigation's published command (its stray 1 after --slots).
+# The investigation's published command.
 PUBLISHED = "llama-server --model devstral.gguf --ctx-size 12288 --slots 1 -ctk q8_0 -ctv q8_0"
 MiB = 1024 * 1024
 
@@ -125,7 +125,7 @@ def test_given_the_weights_size_the_fit_is_judged_and_f16_kv_is_not_recommended(
     page = text(response)
     assert "14,334,453,350 B (13,670.40 MiB) <small>(the size you gave)</small>" in page
     assert "Recommended configurations" in page and "Each fits, starts, and cannot overflow" in page
-    # The reported example: 2,880 MiB of f16 KV cannot fit beside ~13.35 GiB of weights on 16 GB.
+    # The example: 2,880 MiB of f16 KV cannot fit beside ~13.35 GiB of weights on 16 GB.
     first = re.search(r'<ol class="recommendations">\s*<li><code>([^<]+)</code>', response.content.decode())
     assert first and first.group(1) != "llama-server -m devstral-small-2-24b.gguf -c 18432 -np 3 -fa on"
     assert "-ctk q8_0" in first.group(1) or "--no-kv-offload" in first.group(1)
@@ -215,7 +215,7 @@ def test_a_field_edited_after_the_command_changes_the_result_and_rewrites_the_co
     command = "llama-server -m x.gguf -c 18432 --port 8080"
     pasted = client.get(reverse("sizing"), {**DEVSTRAL, "command": command})
     assert "4 (automatic: no -np)" in text(pasted)
-    # The reported case: -np 3 and q8_0 set in the fields with a command pasted.
+    # The case: -np 3 and q8_0 set in the fields with a command pasted.
     edited = size_it_again(client, pasted, parallel="3", type_k="q8_0", type_v="q8_0")
     page = text(edited)
     assert "4 (automatic: no -np)" not in page and "<dt>slots</dt><dd>3</dd>" in page
@@ -296,7 +296,7 @@ def test_explaining_c2_x3_says_the_record_and_the_prediction_disagree(client: Cl
     page = text(client.get(response.url))
     assert "Will fail:" in page and "HTTP 400 exceed_context_size_error" in page
     assert "The record and the prediction disagree: the run measured 3/3 ok" in page
-    # docs/sizing.md's explanation: the post's "9,216 tokens per slot" means -c 27648.
+    # The README's explanation: the post's "9,216 tokens per slot" means -c 27648.
     assert "the recorded -c 9,216 read as the context of each slot" in page
     assert "with -c 27,648 (3 × 9,216) each slot has 9,216 cells" in page
 

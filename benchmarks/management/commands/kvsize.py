@@ -1,7 +1,8 @@
 """python manage.py kvsize — the sizing page from the command line: KV memory, the fit, the workload.
 
 Another front door to the same sizing (STYLE 13): the options become the sizing page's query and go
-through its form (sizing.forms.SizingForm), so every bound, unit and message is the page's, and
+through its form (benchmarks.run_sizing's RunSizingForm: sizing.forms.SizingForm, which reads --run from the
+history), so every bound, unit and message is the page's, and
 `--json` prints what the page's `?format=json` gives for the same inputs. OPTION_OF_FIELD names the
 option of each of the form's fields.
 """
@@ -16,10 +17,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from benchmarks.run_sizing.runs import RunSizingForm
 from sizing.cmdline import LOAD_MODES, SPLIT_MODES, parse_command
-from sizing.forms import GPU_FIELDS, MAX_PARAMS_CHARS, SizingForm, as_query, flag_fields, refusal
+from sizing.forms import flag_fields, refusal
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.models import GgufHead
+from sizing.parsers import GPU_FIELDS, MAX_PARAMS_CHARS, as_query
 from sizing.placement.cpu import CPU_CHOICES, Cpu, from_cpuinfo
 from sizing.render import text_report
 from sizing.report import as_json
@@ -148,7 +151,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         head = self._head(Path(options["gguf"])) if options["gguf"] else None
         cpu = self._this_cpu() if (options["cpu"] or "").strip() == "host" else None
-        form = SizingForm(self.query(options), head=head, cpu=cpu)
+        form = RunSizingForm(self.query(options), head=head, cpu=cpu)
         errors = refusal(form)
         if errors or form.inputs is None:
             if options["json"]:

@@ -1,0 +1,66 @@
+"""A run of the history as the sizing reads it: its flags, its measured workload, its catalogue model."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from typing import Any
+
+from benchmarks.history.metrics import at_rank
+from benchmarks.models import Run
+from sizing import catalogue
+from sizing.forms import SizingForm
+from sizing.inputs import RunRecord
+from sizing.kv import ServerFlags
+from sizing.workload import Workload
+
+
+def flags_from_run(run: Run) -> ServerFlags:
+    """The llama-server flags a run's record describes."""
+    auto = run.parallel == 4 and run.kv_unified is True
+    return replace(
+        ServerFlags(),
+        ctx_size=run.ctx_size or None,
+        parallel=None if auto or run.parallel is None else run.parallel,
+        kv_unified=None if auto else run.kv_unified,
+        type_k=run.cache_type_k or "f16",
+        type_v=run.cache_type_v or "f16",
+        flash_attn={"on": "on", "off": "off"}.get(run.flash_attn, "auto"),
+        kv_offload=run.kv_offload is not False,
+    )
+
+
+def measured_workload(run: Run) -> Workload | None:
+    """p95 prompt and output tokens of a run's requests, and its concurrency."""
+    rows = list(run.requests.values_list("prompt_tokens", "output_tokens", "n_predict"))
+    prompts = sorted(p for p, _, _ in rows if p is not None)
+    outputs = sorted(o if o is not None else n for _, o, n in rows if (o if o is not None else n) is not None)
+    if not prompts:
+        return None
+    return Workload(at_rank(prompts, 95), at_rank(outputs, 95) if outputs else 0, run.concurrency or 1)
+
+
+def _normalized(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def catalogue_id_for(model_name: str) -> str:
+    """The catalogue entry a run's model file names, by its id's letters and digits."""
+    wanted = _normalized(model_name)
+    matches = [m.id for m in catalogue.models().values() if _normalized(m.id) in wanted]
+    return max(matches, key=len) if matches else ""
+
+
+class RunSizingForm(SizingForm):
+    """The sizing form that reads `run` (use the measured prompts of run #) from the history."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.run: Run | None = None  # the run read for `run`, as a row of the history
+
+    def read_run(self, pk: int) -> RunRecord | None:
+        self.run = Run.objects.filter(pk=pk).first()
+        if self.run is None:
+            return None
+        run = self.run
+        return RunRecord(pk=run.pk, key=run.key, label=run.label, model=run.model, workload=measured_workload(run))
