@@ -19,8 +19,8 @@ from django.test import Client
 
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import FileImport
+from benchmarks.tests.charts.test_browser_charts import browser, tab  # noqa: F401  (shared fixtures: Chromium, a tab)
 from benchmarks.tests.conftest import DEMO_PATH
-from benchmarks.tests.test_browser_charts import browser, tab  # noqa: F401  (shared fixtures: Chromium, a tab)
 from kvlab.tests.processes import free_port, stop_process
 from sizing.tests.conftest import llama_server_binary, tiny_models  # noqa: F401  (shared fixtures)
 
