@@ -16,8 +16,6 @@ from benchmarks.charts import regression_views
 from benchmarks.history import derived
 from benchmarks.models import BaselineComparison, DerivedBacklog, Run, SeriesRun
 
-from ..jobs.test_jobs_real import broker, worker  # noqa: F401  (a real Redis broker and Celery worker process)
-
 pytestmark = pytest.mark.django_db
 
 START = datetime(2026, 11, 1, tzinfo=UTC)

@@ -21,7 +21,6 @@ from benchmarks.models import BaselineComparison, DerivedBacklog, Run, SeriesRun
 
 from ..charts.test_timeline_reduction import assert_same, reference, stored
 from ..conftest import flat, jsonl
-from ..jobs.test_jobs_real import broker, worker  # noqa: F401  (a real Redis broker and Celery worker process)
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from django.urls import reverse
 from benchmarks.models import FileImport, RequestResult, Run
 
 from ..conftest import flat
-from ..jobs.test_jobs_real import database_url_for_workers
+from ..real_parts import database_url_for_workers
 
 
 def write_file(path, n_runs: int, per_run: int = 10) -> int:

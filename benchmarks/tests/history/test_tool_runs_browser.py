@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.models import Run
 
-from ..charts.test_browser_charts import Tab
+from ..browser import Tab
 from ..conftest import jsonl
 from .test_tool_runs_ui import MODEL, kvlab_job, load, summary_record, v2_run
 

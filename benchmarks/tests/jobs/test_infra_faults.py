@@ -17,16 +17,7 @@ from benchmarks.models import RequestResult
 from kvlab.celery import app as celery_app
 from kvlab.tests.processes import free_port, stop_process
 
-from .test_jobs_real import (  # noqa: F401  (broker, worker: real worker fixtures)
-    broker,
-    database_url_for_workers,
-    live_llama_server,
-    register,
-    start_worker,
-    submit,
-    wait_for,
-    worker,
-)
+from ..real_parts import database_url_for_workers, live_llama_server, register, start_worker, submit, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
 

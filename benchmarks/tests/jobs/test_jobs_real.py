@@ -3,141 +3,20 @@ real Celery worker processes. The investigation's failure and its fix, scaled do
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 from django.urls import reverse
 
 from benchmarks.jobs import lifecycle
-from benchmarks.jobs.lifecycle import submit_job
-from benchmarks.models import Job, RequestResult, Run, Server
-from kvlab.celery import app as celery_app
-from kvlab.tests.processes import free_port, stop_process
+from benchmarks.models import Job, RequestResult, Run
 
 from ..conftest import DEMO_PATH  # noqa: F401  (keeps the shared test helpers importable)
+from ..real_parts import live_llama_server, register, start_worker, submit, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
-
-
-@contextlib.contextmanager
-def live_llama_server(binary: Path, model: Path, flags: list[str], log_path: Path | None = None) -> Iterator[str]:
-    """A real llama-server on a free port until the block ends; its log in log_path when given."""
-    port = free_port()
-    with log_path.open("wb") if log_path is not None else tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "--no-webui", *flags],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                assert proc.poll() is None, "llama-server exited during start-up"
-                with contextlib.suppress(OSError):
-                    if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).status == 200:
-                        break
-                time.sleep(0.1)
-            else:
-                pytest.fail("llama-server did not become healthy")
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            stop_process(proc)
-
-
-def database_url_for_workers() -> str:
-    """The test database, for worker processes: they must see what the tests write."""
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-def start_worker(redis_url: str, hostname: str) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "KVLAB_REDIS_URL": redis_url,
-        "DATABASE_URL": database_url_for_workers(),
-        "KVLAB_JOB_HEARTBEAT_S": "1",
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "kvlab", "worker", "--pool", "solo", "--concurrency", "1"]
-        + ["-Q", "kvlab", "--hostname", hostname, "--loglevel", "WARNING"],
-        cwd=settings.BASE_DIR,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if celery_app.control.ping(destination=[hostname], timeout=0.5):
-                return proc
-            assert proc.poll() is None, "the Celery worker exited during start-up"
-        pytest.fail("the Celery worker did not answer")
-    except BaseException:
-        proc.kill()  # never leave a worker behind
-        proc.wait()
-        raise
-
-
-@pytest.fixture
-def broker(redis_url: str) -> Iterator[str]:
-    """The test Redis as this process's Celery broker.
-
-    Celery builds its connection pool once, from the broker URL of the first publish; an
-    earlier test may have built it for another broker, so the pool is reset here too.
-    """
-    celery_app.conf.broker_url = redis_url
-    celery_app._after_fork()  # Celery's own reset of its pools, as after a fork
-    yield redis_url
-    celery_app._after_fork()
-
-
-@pytest.fixture
-def worker(broker: str) -> Iterator[subprocess.Popen]:
-    proc = start_worker(broker, f"jobs-{os.getpid()}@test")
-    yield proc
-    stop_process(proc, timeout=20)
-
-
-def submit(server: Server, user: object = None, **params: object) -> Job:
-    defaults = {
-        "n_predict": 300,
-        "concurrency": 3,
-        "requests": 3,
-        "repeats": 1,
-        "cache_prompt": False,
-        "timeout_s": 120,
-    }
-    return submit_job(server=server, label="test", params={**defaults, **params}, user=user)
-
-
-def wait_for(job: Job, *, finished: bool = True, done: int | None = None, timeout: float = 180) -> Job:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        job.refresh_from_db()
-        if finished and job.finished:
-            return job
-        if done is not None and job.n_done >= done:
-            return job
-        time.sleep(0.2)
-    pytest.fail(f"job {job.pk} is still {job.state} ({job.n_done}/{job.n_total}) after {timeout} s")
-
-
-def register(base_url: str, launch: str) -> Server:
-    return Server.objects.create(name=f"tiny-{base_url.rsplit(':', 1)[1]}", base_url=base_url, launch_command=launch)
 
 
 def test_auto_slots_with_a_shared_pool_fail_all_three_requests_together(

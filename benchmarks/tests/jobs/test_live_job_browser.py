@@ -12,7 +12,7 @@ from playwright.sync_api import Page, expect
 from benchmarks.jobs.lifecycle import submit_job
 from benchmarks.models import Job, Server
 
-from ..charts.test_browser_charts import Tab  # the browser and tab fixtures come from the root conftest.py
+from ..browser import Tab  # the browser and tab fixtures come from the root conftest.py
 from .test_pools_and_outcomes import PacedServer, run_in_background
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -22,7 +22,7 @@ from benchmarks.jobs.client.target import resolve_target
 from benchmarks.jobs.datasets import length_distribution
 from benchmarks.models import Job, Run
 
-from .test_jobs_real import broker, live_llama_server, register, wait_for, worker  # noqa: F401  (fixtures)
+from ..real_parts import live_llama_server, register, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server, pytest.mark.usefixtures("worker")]
 

@@ -27,7 +27,7 @@ from benchmarks.sweeps.lifecycle import create_sweep
 from kvlab.tests.processes import stop_process
 from sizing.server_log import mib
 
-from ..jobs.test_jobs_real import broker, start_worker, worker  # noqa: F401, F811  (real worker fixtures)
+from ..real_parts import start_worker
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
 

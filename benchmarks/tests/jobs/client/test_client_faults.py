@@ -25,7 +25,7 @@ from benchmarks.jobs.client.target import Target, resolve_target
 from benchmarks.models import Job, Run, Server
 
 from ...fake_server import FakeServer
-from ..test_jobs_real import broker, register, submit, wait_for, worker  # noqa: F401  (real worker fixtures)
+from ...real_parts import register, submit, wait_for
 
 DEADLINE_S = 1.0
 HOLD_S = 15  # how long the fake server holds a connection: a request that ends before, its deadline ended

@@ -15,7 +15,7 @@ from benchmarks.jobs.client.stream import Outcome, session_for, split_gaps, stre
 from benchmarks.jobs.client.target import resolve_target
 
 from ...fake_server import FakeServer
-from ..test_jobs_real import live_llama_server
+from ...real_parts import live_llama_server
 
 HOLD_BACK = 8  # tokens the server may hold back from the stream as incomplete UTF-8
 

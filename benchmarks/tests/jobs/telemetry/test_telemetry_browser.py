@@ -17,8 +17,8 @@ from playwright.sync_api import Page, expect
 from benchmarks.jobs.client.stream import stream_completion
 from benchmarks.models import Job, Run
 
-from ...charts.test_browser_charts import Tab  # the browser and tab fixtures come from the root conftest.py
-from ..test_jobs_real import live_llama_server, register, submit
+from ...browser import Tab  # the browser and tab fixtures come from the root conftest.py
+from ...real_parts import live_llama_server, register, submit
 from ..test_pools_and_outcomes import run_in_background
 from .test_telemetry_ui import PER_SLOT, SHARED
 

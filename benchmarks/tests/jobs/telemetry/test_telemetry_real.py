@@ -13,7 +13,7 @@ import pytest
 from benchmarks.jobs.telemetry.summary import for_json
 from benchmarks.models import Job, Run
 
-from ..test_jobs_real import broker, live_llama_server, register, submit, wait_for, worker  # noqa: F401  (real worker fixtures)
+from ...real_parts import live_llama_server, register, submit, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
 

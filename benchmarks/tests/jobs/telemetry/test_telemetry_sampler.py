@@ -23,7 +23,7 @@ from benchmarks.jobs.telemetry.gpu import Gpus
 from benchmarks.jobs.telemetry.sampler import endpoints_from_probe, parse_metrics, sample, slim_slots
 from benchmarks.jobs.telemetry.series import Series
 
-from ..test_jobs_real import live_llama_server
+from ...real_parts import live_llama_server
 
 PERIOD_S = 0.05  # faster than a job's 0.25 s: more samples in a short decode
 PROMPT = "The quick brown fox jumps over the lazy dog. " * 8

@@ -22,7 +22,7 @@ from benchmarks.jobs.telemetry import attribution
 from benchmarks.jobs.telemetry.series import Series
 from benchmarks.models import Job, LaunchHost, Run, Sweep, SweepConfig
 
-from ..test_jobs_real import live_llama_server, register, submit
+from ...real_parts import live_llama_server, register, submit
 
 pytestmark = pytest.mark.django_db
 
