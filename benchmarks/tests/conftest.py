@@ -10,9 +10,11 @@ import orjson
 import pytest
 from django.conf import settings
 
+from benchmarks.models import Run
 from kvlab.celery import app as celery_app
 from kvlab.tests.processes import stop_process
 
+from .factories import runs_named
 from .real_parts import start_worker
 
 DEMO_PATH = Path(settings.BASE_DIR) / "data" / "demo" / "bench_results.jsonl"
@@ -130,3 +132,10 @@ def worker(broker: str) -> Iterator[subprocess.Popen]:
     proc = start_worker(broker, f"jobs-{os.getpid()}@test")
     yield proc
     stop_process(proc, timeout=20)
+
+
+@pytest.fixture
+def crowded_history() -> list[Run]:
+    """300 runs of distinct models, GPUs and labels, and 3 runs of one popular model."""
+    rare = [f"m{i:03d}" for i in range(300)]
+    return runs_named(rare + ["popular"] * 3)

@@ -14,35 +14,16 @@ from benchmarks.history.forms import SORTS
 from benchmarks.models import Job, Run, Server
 from kvlab import paging
 
+from ..factories import make_sortable_runs
+from ..pages import python_order, query_plan
 from .test_views import run_keys
 
 pytestmark = pytest.mark.django_db
 
 
-def make_runs(n: int) -> None:
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    Run.objects.bulk_create(
-        Run(
-            key=f"run-{i:05d}",
-            label=f"cfg-{i % 3}",
-            model=f"m{i % 4}.gguf",
-            gpu=f"gpu-{i % 2}",
-            started_at=None if i == 7 else start + timedelta(hours=i),
-            n_requests=2,
-            n_ok=i % 3,
-            ctx_size=None if i % 5 == 0 else 4096 * (1 + i % 3),
-            parallel=1 + i % 4,
-            concurrency=1 + i % 8,
-            prompt_tokens_max=100 + i,
-            tok_s_mean=None if i % 3 == 0 else float(i % 11),
-        )
-        for i in range(n)
-    )
-
-
 def test_a_list_longer_than_the_cap_counts_to_the_cap_and_says_there_are_more(client, monkeypatch):
     monkeypatch.setattr(paging, "LIST_CAP", 30)
-    make_runs(60)
+    make_sortable_runs(60)
     with CaptureQueriesContext(connection) as queries:
         html = client.get(reverse("run-list"), {"per_page": 25, "page": 2}).content.decode()
     counts = [q["sql"] for q in queries if "COUNT(" in q["sql"]]
@@ -55,33 +36,19 @@ def test_a_list_longer_than_the_cap_counts_to_the_cap_and_says_there_are_more(cl
 
 def test_a_list_within_the_cap_is_counted_exactly(client, monkeypatch):
     monkeypatch.setattr(paging, "LIST_CAP", 30)
-    make_runs(30)
+    make_sortable_runs(30)
     html = client.get(reverse("run-list"), {"per_page": 25}).content.decode()
     assert "30 runs" in html and "More than" not in html and "of 2+" not in html and "page 1 of 2" in html
 
 
-def _plan(sql: str, params: tuple) -> str:
-    with connection.cursor() as cursor:
-        if connection.vendor == "sqlite":
-            cursor.execute("EXPLAIN QUERY PLAN " + sql, params)
-            return "\n".join(str(row[-1]) for row in cursor.fetchall())
-        # PostgreSQL would rightly scan a tiny table; forbid that, so the plan shows whether an index can
-        # give the order at all (a Sort node then means none can: its order or NULLs differ)
-        cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("SET LOCAL enable_sort = off")
-        cursor.execute("SET LOCAL enable_bitmapscan = off")  # a fresh table is not vacuumed yet
-        cursor.execute("EXPLAIN " + sql, params)
-        return "\n".join(row[0] for row in cursor.fetchall())
-
-
 @pytest.mark.parametrize("sort", [f"{sign}{name}" for name in SORTS for sign in ("", "-")])
 def test_every_sort_of_the_run_list_walks_an_index_and_sorts_nothing(client, sort):
-    make_runs(40)
+    make_sortable_runs(40)
     with CaptureQueriesContext(connection) as queries:
         html = client.get(reverse("run-list"), {"sort": sort, "per_page": 25}).content.decode()
     page_sql = [q["sql"] for q in queries if q["sql"].endswith("LIMIT 25")]
     assert len(page_sql) == 1, page_sql
-    plan = _plan(page_sql[0], ())  # the statement as the page sent it (no parameters: the sort has none)
+    plan = query_plan(page_sql[0], ())  # the statement as the page sent it (no parameters: the sort has none)
     # no sort of the matching runs (PostgreSQL may still order ties of (label, started_at) by id: an
     # Incremental Sort over an index's presorted key, a few rows at a time)
     assert "TEMP B-TREE" not in plan and not re.search(r"(^|->)\s*Sort  \(", plan, re.MULTILINE), plan
@@ -92,7 +59,7 @@ def test_every_sort_of_the_run_list_walks_an_index_and_sorts_nothing(client, sor
 
 @pytest.mark.parametrize("sort", ["tok_s", "-tok_s", "ctx", "-ctx", "date", "-date"])
 def test_a_run_without_the_value_sorts_lowest_on_every_engine(client, sort):
-    make_runs(12)
+    make_sortable_runs(12)
     keys = run_keys(client.get(reverse("run-list"), {"sort": sort}).content.decode())
     column = SORTS[sort.lstrip("-")]
     values = [getattr(Run.objects.get(key=k), column) for k in keys]
@@ -171,35 +138,20 @@ def test_a_run_page_past_the_first_is_found_by_its_seq_range_when_the_requests_a
     assert ("OFFSET" in page_sql[0]) == gaps, page_sql  # no rows skipped unless the numbers have gaps
 
 
-def _python_order(runs: list[Run], sort: str) -> list[str]:
-    """The run list's order, computed in Python: no value lowest; ties by date (label, model, GPU), then id."""
-    name = sort.lstrip("-")
-    column = SORTS[name]
-    dated = name in ("label", "model", "gpu")
-    low = datetime.min.replace(tzinfo=UTC)
-
-    def key(run: Run) -> tuple:
-        value = getattr(run, column)
-        when = run.started_at or low
-        return (value is not None, value if value is not None else 0, *((when,) if dated else ()), run.pk)
-
-    return [r.key for r in sorted(runs, key=key, reverse=sort.startswith("-"))]
-
-
 @pytest.mark.parametrize("sort", ["-tok_s", "tok_s", "-concurrency", "label", "-prompt"])
 def test_a_filtered_list_sorted_by_a_value_is_in_order_whether_few_or_many_runs_match(client, monkeypatch, sort):
     from benchmarks.history import views as history_views
 
-    make_runs(60)
+    make_sortable_runs(60)
     matching = [r for r in Run.objects.all() if r.model == "m1.gguf"]  # 15 runs
-    expected = _python_order(matching, sort)
+    expected = python_order(matching, sort)
     few = run_keys(client.get(reverse("run-list"), {"model": "m1.gguf", "sort": sort}).content.decode())
     assert few == expected  # found by the model's index, sorted: all of them, in order
 
     # more match than the list counts: the latest SORT_WINDOW of them are sorted
     monkeypatch.setattr(paging, "LIST_CAP", 10)
     monkeypatch.setattr(history_views, "SORT_WINDOW", 8)
-    latest = set(_python_order(matching, "-date")[:8])
+    latest = set(python_order(matching, "-date")[:8])
     html = client.get(reverse("run-list"), {"model": "m1.gguf", "sort": sort}).content.decode()
     assert run_keys(html) == [k for k in expected if k in latest]
     assert "So many runs match that the latest 8 of them are sorted" in html
@@ -209,7 +161,7 @@ def test_a_whole_run_id_is_found_anywhere_and_a_part_of_one_among_the_latest_run
     from benchmarks.history import forms
 
     monkeypatch.setattr(forms, "KEY_SEARCH_RUNS", 20)
-    make_runs(60)  # run-00000 … run-00059, one hour apart; run-00007 has no date (the oldest, as listed)
+    make_sortable_runs(60)  # run-00000 … run-00059, one hour apart; run-00007 has no date (the oldest, as listed)
     assert run_keys(client.get(reverse("run-list"), {"run": "run-00003"}).content.decode()) == ["run-00003"]
     found = run_keys(client.get(reverse("run-list"), {"run": "0003"}).content.decode())
     assert found == []  # run-00003 and run-00030 … 39 are all older than the latest 20 (40-59)
@@ -242,12 +194,12 @@ def test_a_runs_day_is_its_utc_calendar_day_on_every_engine():
     ],
 )
 def test_an_outcome_is_found_through_an_index_never_a_scan_of_the_runs(client, url, params, marker):
-    make_runs(40)
+    make_sortable_runs(40)
     with CaptureQueriesContext(connection) as queries:
         assert client.get(reverse(url), params).status_code == 200
     statements = [q["sql"] for q in queries if marker in q["sql"]]
     assert len(statements) == 1, [q["sql"][:120] for q in queries]
-    plan = _plan(statements[0], ())
+    plan = query_plan(statements[0], ())
     # through the n_ok index (failed: n_ok = 0) or a dated index that holds the counts (never the rows)
     assert re.search(r"(SEARCH|SCAN) benchmarks_run USING (COVERING )?INDEX run_|Index (Only )?Scan", plan), plan
     assert not re.search(r"SCAN benchmarks_run$|Seq Scan", plan, re.MULTILINE), plan
@@ -261,11 +213,11 @@ def test_an_outcome_is_found_through_an_index_never_a_scan_of_the_runs(client, u
 def test_the_first_n_runs_of_a_sort_are_a_range_of_its_index_nulls_and_ties_included(sort):
     from benchmarks.history.forms import RunFilterForm, first_runs
 
-    make_runs(60)  # NULL tok/s and ctx, ties in every column, one run without a date
+    make_sortable_runs(60)  # NULL tok/s and ctx, ties in every column, one run without a date
     Run.objects.filter(pk__in=list(Run.objects.values_list("pk", flat=True)[:9])).update(started_at=None)
     form = RunFilterForm({"sort": sort})
     assert form.is_valid()
-    everything = _python_order(list(Run.objects.all()), sort)
+    everything = python_order(list(Run.objects.all()), sort)
     columns, descending = form.sort_columns()
     for n in (1, 7, 25, 59, 60, 61):
         chosen = set(Run.objects.filter(first_runs(columns, descending=descending, n=n)).values_list("key", flat=True))
