@@ -16,58 +16,8 @@ from kvlab import paging
 
 from ..factories import make_sortable_runs
 from ..pages import python_order, query_plan
-from .test_views import run_keys
 
 pytestmark = pytest.mark.django_db
-
-
-def test_a_list_longer_than_the_cap_counts_to_the_cap_and_says_there_are_more(client, monkeypatch):
-    monkeypatch.setattr(paging, "LIST_CAP", 30)
-    make_sortable_runs(60)
-    with CaptureQueriesContext(connection) as queries:
-        html = client.get(reverse("run-list"), {"per_page": 25, "page": 2}).content.decode()
-    counts = [q["sql"] for q in queries if "COUNT(" in q["sql"]]
-    assert len(counts) == 1 and re.search(r"LIMIT 31\b", counts[0]), counts  # never a count of every run
-    assert "More than 30 runs match; the pages hold the first 30 in this order" in html
-    assert "page 2 of 2+" in html
-    assert len(run_keys(html)) == 5  # rows 26-30 of the capped list
-    assert client.get(reverse("run-list"), {"per_page": 25, "page": 9}).content.decode().count("page 2 of 2+") == 1
-
-
-def test_a_list_within_the_cap_is_counted_exactly(client, monkeypatch):
-    monkeypatch.setattr(paging, "LIST_CAP", 30)
-    make_sortable_runs(30)
-    html = client.get(reverse("run-list"), {"per_page": 25}).content.decode()
-    assert "30 runs" in html and "More than" not in html and "of 2+" not in html and "page 1 of 2" in html
-
-
-@pytest.mark.parametrize("sort", [f"{sign}{name}" for name in SORTS for sign in ("", "-")])
-def test_every_sort_of_the_run_list_walks_an_index_and_sorts_nothing(client, sort):
-    make_sortable_runs(40)
-    with CaptureQueriesContext(connection) as queries:
-        html = client.get(reverse("run-list"), {"sort": sort, "per_page": 25}).content.decode()
-    page_sql = [q["sql"] for q in queries if q["sql"].endswith("LIMIT 25")]
-    assert len(page_sql) == 1, page_sql
-    plan = query_plan(page_sql[0], ())  # the statement as the page sent it (no parameters: the sort has none)
-    # no sort of the matching runs (PostgreSQL may still order ties of (label, started_at) by id: an
-    # Incremental Sort over an index's presorted key, a few rows at a time)
-    assert "TEMP B-TREE" not in plan and not re.search(r"(^|->)\s*Sort  \(", plan, re.MULTILINE), plan
-    assert "INDEX" in plan.upper(), plan
-    keys = run_keys(html)
-    assert len(keys) == 25
-
-
-@pytest.mark.parametrize("sort", ["tok_s", "-tok_s", "ctx", "-ctx", "date", "-date"])
-def test_a_run_without_the_value_sorts_lowest_on_every_engine(client, sort):
-    make_sortable_runs(12)
-    keys = run_keys(client.get(reverse("run-list"), {"sort": sort}).content.decode())
-    column = SORTS[sort.lstrip("-")]
-    values = [getattr(Run.objects.get(key=k), column) for k in keys]
-    missing = [v is None for v in values]
-    # going up the runs without a value come first, going down last; the rest in order
-    assert missing == sorted(missing, reverse=not sort.startswith("-")), (sort, values)
-    present = [v for v in values if v is not None]
-    assert present == sorted(present, reverse=sort.startswith("-"))
 
 
 def test_the_job_list_is_newest_first_by_id_and_capped(client, monkeypatch):
@@ -136,39 +86,6 @@ def test_a_run_page_past_the_first_is_found_by_its_seq_range_when_the_requests_a
     page_sql = [q["sql"] for q in queries if '"http_status"' in q["sql"] and "LIMIT 200" in q["sql"]]
     assert len(page_sql) == 1
     assert ("OFFSET" in page_sql[0]) == gaps, page_sql  # no rows skipped unless the numbers have gaps
-
-
-@pytest.mark.parametrize("sort", ["-tok_s", "tok_s", "-concurrency", "label", "-prompt"])
-def test_a_filtered_list_sorted_by_a_value_is_in_order_whether_few_or_many_runs_match(client, monkeypatch, sort):
-    from benchmarks.history import views as history_views
-
-    make_sortable_runs(60)
-    matching = [r for r in Run.objects.all() if r.model == "m1.gguf"]  # 15 runs
-    expected = python_order(matching, sort)
-    few = run_keys(client.get(reverse("run-list"), {"model": "m1.gguf", "sort": sort}).content.decode())
-    assert few == expected  # found by the model's index, sorted: all of them, in order
-
-    # more match than the list counts: the latest SORT_WINDOW of them are sorted
-    monkeypatch.setattr(paging, "LIST_CAP", 10)
-    monkeypatch.setattr(history_views, "SORT_WINDOW", 8)
-    latest = set(python_order(matching, "-date")[:8])
-    html = client.get(reverse("run-list"), {"model": "m1.gguf", "sort": sort}).content.decode()
-    assert run_keys(html) == [k for k in expected if k in latest]
-    assert "So many runs match that the latest 8 of them are sorted" in html
-
-
-def test_a_whole_run_id_is_found_anywhere_and_a_part_of_one_among_the_latest_runs(client, monkeypatch):
-    from benchmarks.history import forms
-
-    monkeypatch.setattr(forms, "KEY_SEARCH_RUNS", 20)
-    make_sortable_runs(60)  # run-00000 … run-00059, one hour apart; run-00007 has no date (the oldest, as listed)
-    assert run_keys(client.get(reverse("run-list"), {"run": "run-00003"}).content.decode()) == ["run-00003"]
-    found = run_keys(client.get(reverse("run-list"), {"run": "0003"}).content.decode())
-    assert found == []  # run-00003 and run-00030 … 39 are all older than the latest 20 (40-59)
-    page = client.get(reverse("run-list"), {"run": "-0005"}).content.decode()
-    assert run_keys(page) == [f"run-0005{i}" for i in range(9, -1, -1)]  # the latest 20 are 40-59
-    assert "a part of one among the latest 20 runs" in page  # the page says where it looked
-    assert "key-search-note" not in client.get(reverse("run-list")).content.decode()
 
 
 def test_a_runs_day_is_its_utc_calendar_day_on_every_engine():
