@@ -6,17 +6,22 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import pytest
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.history.forms import SORTS
+from benchmarks.history.records import SCHEMA_V2
 from benchmarks.models import Run
 from kvlab import paging
 
+from ..conftest import jsonl
 from ..factories import make_sortable_runs, runs_named
 from ..pages import TOP_CHOICES, offered_values, python_order, query_plan, typed_value
+from ..tool_runs import guidellm_point, kvlab_job, load, no_placeholders, page, row_of, summary_record, v2_run, vllm_run
 
 pytestmark = pytest.mark.django_db
 
@@ -288,3 +293,78 @@ def test_the_last_sane_day_still_filters(client):
     response = client.get(reverse("run-list"), {"date_to": "9998-12-31"})
     assert response.status_code == 200
     assert response.context["page"].paginator.count == 1
+
+
+def test_the_run_list_shows_each_runs_tool_and_engine_and_whether_it_holds_only_the_tools_summary(
+    client: Client,
+) -> None:
+    vllm_run()
+    guidellm_point()
+    kvlab_job()
+
+    html = page(client, "run-list")
+
+    vllm = row_of(html, "vllm-c16")
+    assert "vllm 0.9.1" in vllm and ">summary only<" in vllm and "98 / 100" in vllm
+    assert 'class="outcome-partial"' in vllm
+    guide = row_of(html, "guidellm-rate-4")
+    assert "guidellm 0.3.0" in guide and "· vllm" in guide and ">sampled<" in guide and "200 / 200" in guide
+    assert ">4 req/s</span>" in guide  # a load point at a request rate, in the concurrency column
+    job = row_of(html, "kvlab-job-1")
+    assert "summary only" not in job and "4 / 4" in job
+    no_placeholders(html)
+
+
+def test_outcome_filter_reads_a_summary_only_runs_own_counts(client: Client) -> None:
+    vllm_run("vllm-partial")
+    vllm_run("vllm-failed", n_ok=0, n_failed=100, output_tok_s=0.0)
+    vllm_run("vllm-ok", n_ok=100, n_failed=0)
+
+    shown = {
+        outcome: re.findall(r"<small>(vllm-[a-z]+)</small>", page(client, "run-list", outcome=outcome))
+        for outcome in ("ok", "partial", "failed")
+    }
+
+    assert shown == {"ok": ["vllm-ok"], "partial": ["vllm-partial"], "failed": ["vllm-failed"]}
+
+
+def test_the_run_list_filters_by_tool_and_by_engine(client: Client) -> None:
+    vllm_run()
+    guidellm_point()
+    kvlab_job()
+    load(jsonl(summary_record(v2_run("sglang-1", engine="sglang", tool={"name": "sglang", "version": "0.4"}))))
+
+    def keys(**params: str) -> list[str]:
+        return sorted(re.findall(r"<small>([a-z0-9-]+)</small>", page(client, "run-list", **params)))
+
+    assert keys(tool="vllm") == ["vllm-c16"]
+    assert keys(tool="guidellm") == ["guidellm-rate-4"]
+    assert keys(engine="vllm") == ["guidellm-rate-4", "vllm-c16"]
+    assert keys(engine="sglang") == ["sglang-1"]
+    assert keys(engine="vllm", tool="guidellm") == ["guidellm-rate-4"]
+    response = client.get(reverse("run-list"), {"tool": "nosuchtool"})
+    assert response.status_code == 400 and "No run has nosuchtool as its tool" in response.content.decode()
+
+
+def test_the_tool_and_engine_boxes_suggest_the_values_stored(client: Client) -> None:
+    vllm_run()
+    guidellm_point()
+
+    html = page(client, "run-list")
+    assert re.search(r'<datalist id="id_tool-values">.*<option value="guidellm">.*<option value="vllm">', html, re.S)
+    assert page(client, "run-values", tool="gu").count("<option") == 1
+    assert 'value="vllm"' in page(client, "run-values", engine="vl")
+
+
+def test_the_export_link_carries_the_filters_and_exports_summary_only_runs_as_kvlab_bench_2(client: Client) -> None:
+    vllm_run()
+    kvlab_job()
+
+    html = page(client, "run-list", tool="vllm")
+    link = re.search(r'<a href="([^"]*export\.jsonl[^"]*)" download title="kvlab.bench/2', html)
+    assert link and "tool=vllm" in link.group(1)
+
+    response = client.get(link.group(1).replace("&amp;", "&"))
+    lines = [orjson.loads(line) for line in b"".join(response.streaming_content).splitlines()]
+    assert [(line["schema"], line["run"]["id"]) for line in lines] == [(SCHEMA_V2, "vllm-c16")]
+    assert lines[0]["summary"]["n_requests"] == 100 and lines[0]["summary"]["ttft_ms"]["p95"] == 250.0

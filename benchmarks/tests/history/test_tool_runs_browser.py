@@ -8,7 +8,7 @@ from benchmarks.models import Run
 
 from ..browser import Tab
 from ..conftest import jsonl
-from .test_tool_runs_ui import MODEL, kvlab_job, load, summary_record, v2_run
+from ..tool_runs import MODEL, kvlab_job, load, summary_record, v2_run
 
 # Plotly throttles hovers (50 ms apart): wait before each, so a second hover is drawn, not dropped.
 HOVER = """async ([sel, curve, point]) => { const el = document.querySelector(sel);
