@@ -1,6 +1,6 @@
 """Real parts for the tests that need them: a llama-server on a free port, Celery worker processes
-on the test database, and a job submitted to a registered server and waited for. The broker and
-worker fixtures that start them are in benchmarks/tests/conftest.py."""
+on the test database, a job submitted to a registered server and waited for, or run on a thread as a
+worker runs it. The broker and worker fixtures that start them are in benchmarks/tests/conftest.py."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 
+from benchmarks.jobs import execution
 from benchmarks.jobs.lifecycle import submit_job
 from benchmarks.models import Job, Server
 from kvlab.celery import app as celery_app
@@ -112,3 +114,17 @@ def wait_for(job: Job, *, finished: bool = True, done: int | None = None, timeou
 
 def register(base_url: str, launch: str) -> Server:
     return Server.objects.create(name=f"tiny-{base_url.rsplit(':', 1)[1]}", base_url=base_url, launch_command=launch)
+
+
+def run_in_background(job: Job) -> threading.Thread:
+    """execute_job on a thread of its own, as a worker runs it; the thread closes its database connection."""
+
+    def work() -> None:
+        try:
+            execution.execute_job(job.pk, "test")
+        finally:
+            connections.close_all()  # this thread's own connections: none may be left open
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    return thread

@@ -19,8 +19,8 @@ from benchmarks.charts import timeline_data
 from benchmarks.history import derived
 from benchmarks.models import BaselineComparison, DerivedBacklog, Run, SeriesRun, TimelineBucket
 
-from ..charts.test_timeline_reduction import assert_same, reference, stored
 from ..conftest import flat, jsonl
+from ..timeline_buckets import assert_same, reference, stored
 
 pytestmark = pytest.mark.django_db
 

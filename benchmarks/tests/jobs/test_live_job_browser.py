@@ -13,7 +13,8 @@ from benchmarks.jobs.lifecycle import submit_job
 from benchmarks.models import Job, Server
 
 from ..browser import Tab  # the browser and tab fixtures come from the root conftest.py
-from .test_pools_and_outcomes import PacedServer, run_in_background
+from ..fake_server import PacedServer
+from ..real_parts import run_in_background
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -3,19 +3,15 @@ warning before a job fails, honest outcomes, a live job page, runs that show wha
 
 from __future__ import annotations
 
-import asyncio
 import html
 import json
 import re
-import threading
 import time
 from io import StringIO
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from aiohttp import web
 from django.core.management import CommandError, call_command
-from django.db import connections
 from django.urls import reverse
 
 from benchmarks.jobs import execution
@@ -26,7 +22,8 @@ from benchmarks.models import Job, LaunchHost, RequestResult, Run, Server, Sweep
 from benchmarks.sweeps.lifecycle import create_sweep
 
 from ..conftest import announced_host
-from ..fake_server import FakeServer
+from ..fake_server import FakeServer, PacedServer, TruthServer
+from ..real_parts import run_in_background
 
 pytestmark = pytest.mark.django_db
 
@@ -225,53 +222,6 @@ def test_a_sweep_row_says_what_its_requests_found_not_only_that_it_ran(client, t
     assert "completed" in text(client.get(reverse("sweep-list")))
 
 
-class TruthServer(FakeServer):
-    """The fault injector, with its tokenizer also under a behaviour's path (so a job on
-    `url_for("ctx500")` can ask for a synthetic prompt), and, with `interval_s`, its normal
-    stream paced like a slow GPU: a token every interval_s."""
-
-    interval_s: float | None = None
-
-    async def _start_site(self) -> None:
-        self._stopping = asyncio.Event()
-        app = web.Application()
-        for path, get in [("/health", self._health), ("/props", self._props), ("/slots", self._slots)]:
-            app.router.add_get(path, get)
-        app.router.add_get("/metrics", self._metrics)
-        for prefix in ("", "/{behaviour}"):
-            app.router.add_post(f"{prefix}/tokenize", self._tokenize)
-            app.router.add_post(f"{prefix}/completion", self._completion)
-        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-
-    async def _do_normal(self, request, body):
-        if self.interval_s is None:
-            return await super()._do_normal(request, body)
-        n = int(body.get("n_predict") or 5)
-        prompt = body.get("prompt")
-        response = await self._event_stream(request)
-        started = time.monotonic()
-        await asyncio.sleep(0.1)  # prompt processing
-        for i in range(n):
-            if self._stopped():
-                return response
-            await response.write(self._event(self._token(i)))
-            await asyncio.sleep(self.interval_s)
-        ms = (time.monotonic() - started) * 1000
-        prompt_n = len(prompt) if isinstance(prompt, list) else len(str(prompt or "").split())
-        timings = {"prompt_n": prompt_n, "predicted_n": n, "predicted_ms": ms, "predicted_per_second": n / ms * 1000}
-        await response.write(self._event({"index": 0, "content": "", "stop": True, "timings": timings}))
-        await response.write_eof()
-        return response
-
-
-class PacedServer(TruthServer):
-    interval_s = 0.02
-
-
 @pytest.fixture
 def fake():
     with TruthServer(max_hold_s=5.0) as server:
@@ -333,20 +283,6 @@ def test_sweep_wait_exits_non_zero_when_requests_failed(monkeypatch, tmp_path):
 
 
 # -- 10. the live page is live ------------------------------------------------------------
-
-
-def run_in_background(job: Job) -> threading.Thread:
-    """execute_job on a thread of its own, as a worker runs it; the thread closes its database connection."""
-
-    def work() -> None:
-        try:
-            execution.execute_job(job.pk, "test")
-        finally:
-            connections.close_all()  # this thread's own connections: none may be left open
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    return thread
 
 
 @pytest.mark.django_db(transaction=True)

@@ -18,8 +18,7 @@ from benchmarks.jobs.client.stream import stream_completion
 from benchmarks.models import Job, Run
 
 from ...browser import Tab  # the browser and tab fixtures come from the root conftest.py
-from ...real_parts import live_llama_server, register, submit
-from ..test_pools_and_outcomes import run_in_background
+from ...real_parts import live_llama_server, register, run_in_background, submit
 from .test_telemetry_ui import PER_SLOT, SHARED
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
