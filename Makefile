@@ -45,7 +45,7 @@ test-gpu: setup $(VENV)/.dev-installed
 		echo "kvlab: no NVIDIA GPU on this machine: the GPU checks are skipped"; exit 0; fi; \
 	KVLAB_LLAMA_FIT_PARAMS_CUDA="$$(scripts/build-llama-server.sh --cuda --fit-params)" \
 	KVLAB_LLAMA_SERVER_CUDA="$$(scripts/build-llama-server.sh --cuda)" \
-	$(BIN)/pytest -m gpu -rA -s sizing/tests/test_fit_oracle_devices.py
+	$(BIN)/pytest -m gpu -rA -s sizing/tests/placement/test_fit_oracle_devices.py
 
 setup: $(VENV)/.installed
 	$(BIN)/python manage.py migrate --verbosity 0

@@ -1,10 +1,11 @@
-"""Fixtures shared by every app's tests: users and clients, the demo import, a real Redis."""
+"""Fixtures shared by every app's tests: users and clients, the demo import, a real Redis, a real browser."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import ipaddress
+import os
 import shutil
 import socket
 import subprocess
@@ -19,8 +20,8 @@ from django.test import Client
 
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import FileImport
+from benchmarks.tests.browser import CHROMIUM, BrowserThread, Tab
 from benchmarks.tests.conftest import DEMO_PATH
-from benchmarks.tests.test_browser_charts import browser, tab  # noqa: F401  (shared fixtures: Chromium, a tab)
 from kvlab.tests.processes import free_port, stop_process
 from sizing.tests.conftest import llama_server_binary, tiny_models  # noqa: F401  (shared fixtures)
 
@@ -118,3 +119,25 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[BrowserThread]:
+    """One headless Chromium for the whole session."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(
+            f"{CHROMIUM} is not installed: the browser tests need Debian's chromium. "
+            "`make test` installs it (scripts/ensure-chromium.sh), or: sudo apt-get install chromium"
+        )
+    thread = BrowserThread()
+    yield thread
+    thread.close()
+
+
+@pytest.fixture
+def tab(browser: BrowserThread, live_server: Any) -> Iterator[Tab]:
+    tab = Tab(browser, live_server.url)
+    try:
+        yield tab
+    finally:
+        tab.close()

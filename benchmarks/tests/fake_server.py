@@ -339,3 +339,50 @@ class FakeServer(ThreadedSite):
         await response.write(self._event({"content": "", "stop": True, "timings": {}}))
         await response.write_eof()
         return response
+
+
+class TruthServer(FakeServer):
+    """The fault injector, with its tokenizer also under a behaviour's path (so a job on
+    `url_for("ctx500")` can ask for a synthetic prompt), and, with `interval_s`, its normal
+    stream paced like a slow GPU: a token every interval_s."""
+
+    interval_s: float | None = None
+
+    async def _start_site(self) -> None:
+        self._stopping = asyncio.Event()
+        app = web.Application()
+        for path, get in [("/health", self._health), ("/props", self._props), ("/slots", self._slots)]:
+            app.router.add_get(path, get)
+        app.router.add_get("/metrics", self._metrics)
+        for prefix in ("", "/{behaviour}"):
+            app.router.add_post(f"{prefix}/tokenize", self._tokenize)
+            app.router.add_post(f"{prefix}/completion", self._completion)
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+
+    async def _do_normal(self, request, body):
+        if self.interval_s is None:
+            return await super()._do_normal(request, body)
+        n = int(body.get("n_predict") or 5)
+        prompt = body.get("prompt")
+        response = await self._event_stream(request)
+        started = time.monotonic()
+        await asyncio.sleep(0.1)  # prompt processing
+        for i in range(n):
+            if self._stopped():
+                return response
+            await response.write(self._event(self._token(i)))
+            await asyncio.sleep(self.interval_s)
+        ms = (time.monotonic() - started) * 1000
+        prompt_n = len(prompt) if isinstance(prompt, list) else len(str(prompt or "").split())
+        timings = {"prompt_n": prompt_n, "predicted_n": n, "predicted_ms": ms, "predicted_per_second": n / ms * 1000}
+        await response.write(self._event({"index": 0, "content": "", "stop": True, "timings": timings}))
+        await response.write_eof()
+        return response
+
+
+class PacedServer(TruthServer):
+    interval_s = 0.02

@@ -20,129 +20,41 @@ from benchmarks.history import derived
 from benchmarks.history.metrics import distribution
 from benchmarks.models import Job, RequestResult, Run, Server
 
+from .factories import runs_named
+from .pages import TOP_CHOICES, offered_values, typed_value
+
 pytestmark = pytest.mark.django_db
-
-TOP_CHOICES = 50  # history.forms.TOP_CHOICES: the values a filter offers
-START = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _runs(names: list[str], **fields) -> list[Run]:
-    return Run.objects.bulk_create(
-        Run(
-            key=f"run-{i:05d}",
-            model=fields.get("model", name),
-            gpu=fields.get("gpu", f"gpu-{name}"),
-            label=fields.get("label", f"label-{name}"),
-            started_at=START + timedelta(minutes=i),
-            n_requests=1,
-            n_ok=1,
-        )
-        for i, name in enumerate(names)
-    )
-
-
-def _options(html: str, name: str) -> list[str]:
-    """The values the filter's datalist offers (the typed search is test_filter_search.py's)."""
-    datalist = re.search(rf'<datalist id="id_{name}-values">(.*?)</datalist>', html, re.S)
-    assert datalist, f"no datalist for {name}"
-    return re.findall(r'<option value="([^"]*)"', datalist.group(1))
-
-
-def _typed(html: str, name: str) -> str | None:
-    box = re.search(rf'<input type="text" name="{name}"(?: value="([^"]*)")?', html)
-    assert box, f"no text box for {name}"
-    return box.group(1)
-
-
-@pytest.fixture
-def crowded_history() -> list[Run]:
-    """300 runs of distinct models, GPUs and labels, and 3 runs of one popular model."""
-    rare = [f"m{i:03d}" for i in range(300)]
-    return _runs(rare + ["popular"] * 3)
-
-
-@pytest.mark.parametrize("name", ["model", "gpu", "label"])
-def test_the_run_filters_offer_the_most_used_values_not_every_one(client, crowded_history, name):
-    html = client.get(reverse("run-list")).content.decode()
-    options = _options(html, name)
-    assert len(options) <= TOP_CHOICES
-    popular = {"model": "popular", "gpu": "gpu-popular", "label": "label-popular"}[name]
-    assert popular in options
-
-
-@pytest.mark.parametrize("name", ["model", "gpu", "label"])
-def test_a_value_outside_the_offered_ones_still_filters_exactly(client, crowded_history, name):
-    offered = _options(client.get(reverse("run-list")).content.decode(), name)
-    value = next(
-        v
-        for v in (
-            {"model": "m{:03d}", "gpu": "gpu-m{:03d}", "label": "label-m{:03d}"}[name].format(i) for i in range(300)
-        )
-        if v not in offered
-    )
-    response = client.get(reverse("run-list"), {name: value})
-    assert response.status_code == 200
-    html = response.content.decode()
-    assert response.context["page"].paginator.count == 1
-    assert getattr(response.context["page"][0], name) == value
-    assert _typed(html, name) == value  # the form shows what its result used
-    assert len(_options(html, name)) <= TOP_CHOICES
-
-
-def test_the_run_list_never_selects_the_server_props(client):
-    run = _runs(["tiny.gguf"])[0]
-    Run.objects.filter(pk=run.pk).update(server_props={"slots": ["x" * 100_000]})
-    with CaptureQueriesContext(connection) as queries:
-        response = client.get(reverse("run-list"))
-    assert response.status_code == 200
-    assert response.context["page"].paginator.count == 1
-    assert not any("server_props" in q["sql"] for q in queries.captured_queries)
-
-
-def test_a_value_no_run_holds_is_a_form_error(client, crowded_history):
-    response = client.get(reverse("run-list"), {"model": "no-such.gguf"})
-    assert response.status_code == 400
-    assert "No run has no-such.gguf as its model: type part of it and pick one of the values suggested." in (
-        response.content.decode()
-    )
 
 
 def test_the_chart_filters_are_bounded_too(client, crowded_history):
     timeline = client.get(reverse("chart-timeline")).content.decode()
-    assert len(_options(timeline, "model")) <= TOP_CHOICES
+    assert len(offered_values(timeline, "model")) <= TOP_CHOICES
     load = client.get(reverse("chart-load")).content.decode()
-    assert len(_options(load, "model")) <= TOP_CHOICES
-    assert "popular" in _options(load, "model")
+    assert len(offered_values(load, "model")) <= TOP_CHOICES
+    assert "popular" in offered_values(load, "model")
     response = client.get(reverse("chart-load"), {"model": "m299"})
     assert response.status_code == 200
-    assert _typed(response.content.decode(), "model") == "m299"
+    assert typed_value(response.content.decode(), "model") == "m299"
 
 
 @pytest.mark.parametrize("url", ["run-list", "chart-timeline", "export"])
 @pytest.mark.parametrize("query", [{"date_to": "9999-12-31"}, {"date_from": "9999-12-31"}, {"date_from": "0001-01-01"}])
 def test_dates_at_the_end_of_the_calendar_are_a_form_error_not_a_500(client, url, query):
-    _runs(["tiny.gguf"])
+    runs_named(["tiny.gguf"])
     response = client.get(reverse(url), query)
     assert response.status_code == 400
-
-
-def test_the_last_sane_day_still_filters(client):
-    _runs(["tiny.gguf"])
-    response = client.get(reverse("run-list"), {"date_to": "9998-12-31"})
-    assert response.status_code == 200
-    assert response.context["page"].paginator.count == 1
 
 
 @pytest.mark.parametrize("url", ["run-compare", "chart-compare"])
 @pytest.mark.parametrize("huge", ["99999999999999999999", str(2**63), "-1", "0"])
 def test_run_ids_beyond_the_database_range_are_a_400(client, url, huge):
-    run = _runs(["tiny.gguf"])[0]
+    run = runs_named(["tiny.gguf"])[0]
     response = client.get(reverse(url), {"run": [huge, str(run.pk)]})
     assert response.status_code == 400
 
 
 def test_the_largest_id_is_a_404_not_a_500(client):
-    run = _runs(["tiny.gguf"])[0]
+    run = runs_named(["tiny.gguf"])[0]
     response = client.get(reverse("run-compare"), {"run": [str(2**63 - 1), str(run.pk)]})
     assert response.status_code == 404
 
@@ -193,7 +105,7 @@ def test_the_job_page_reads_only_the_params_it_shows(client, job_with_prompts):
 
 
 def _run_with_requests(n: int) -> Run:
-    run = _runs(["tiny.gguf"])[0]
+    run = runs_named(["tiny.gguf"])[0]
     requests = []
     for i in range(n):
         ok = i % 7 != 3
@@ -312,7 +224,6 @@ def test_a_large_run_shows_an_even_sample_and_says_so(client, monkeypatch):
 
 
 def test_the_regressions_page_shows_the_worst_hundred_and_says_how_many_more(client):
-    from datetime import UTC, datetime, timedelta
 
     from benchmarks.charts.regression_views import MAX_REGRESSIONS_SHOWN
 

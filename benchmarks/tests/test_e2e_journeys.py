@@ -32,9 +32,9 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, Response, expect
 
 from benchmarks.models import Job, Run, Server
+from benchmarks.tests.browser import Tab
 from benchmarks.tests.conftest import DEMO_PATH
-from benchmarks.tests.test_browser_charts import Tab, browser  # noqa: F401  (the session's Chromium)
-from benchmarks.tests.test_jobs_real import broker, live_llama_server, worker  # noqa: F401, F811
+from benchmarks.tests.real_parts import live_llama_server
 from sizing.models import SizingSnapshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.llama_server, pytest.mark.django_db(transaction=True)]

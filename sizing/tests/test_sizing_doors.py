@@ -21,7 +21,7 @@ from sizing.forms import SizingForm
 
 from .conftest import TINY
 from .gguf_writer import write_gguf_head
-from .test_truthful_sizing import form_values, results, size_it_again
+from .test_page_statements import form_values, results, size_it_again
 
 pytestmark = pytest.mark.django_db
 
@@ -313,7 +313,7 @@ def test_the_page_and_kvsize_give_the_same_json(client, spec_files, query, args,
 
 
 def test_a_run_s_measured_prompts_are_the_same_workload_on_both_doors(client, demo_import):
-    run = Run.objects.get(key="c3p-queue2")  # p95 4,362 + 1,738 tokens, 2 at once (test_truthful_sizing.py)
+    run = Run.objects.get(key="c3p-queue2")  # p95 4,362 + 1,738 tokens, 2 at once (test_page_statements.py)
     query, args = [("model", "devstral-small-2-24b"), ("run", str(run.pk))], ["--model", "devstral-small-2-24b"]
     status, page = page_json(client, query)
     failed, cli = kvsize_json(*args, "--run", str(run.pk))

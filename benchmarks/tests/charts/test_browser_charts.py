@@ -1,0 +1,352 @@
+"""The chart pages in a real browser: Debian's Chromium, driven by Playwright, against a live server.
+
+What only a browser shows: that Plotly draws each figure with no console error, the traces
+it holds (read from the plot element's `.data`), and that a filter change re-draws the
+timeline through htmx without a page load. Each chart page is saved as a PNG under
+var/screenshots/ for review.
+
+Playwright drives /usr/bin/chromium and never downloads a browser; `make test` installs
+Debian's chromium when it is missing (scripts/ensure-chromium.sh).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from benchmarks.charts import figures as charts
+from benchmarks.charts import series
+from benchmarks.history.importer import import_bench_file
+from benchmarks.models import RequestResult, Run
+from benchmarks.tests.browser import Tab
+from benchmarks.tests.conftest import DEMO_PATH, flat, jsonl
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def demo(transactional_db: None) -> dict[str, Run]:
+    """The demo file imported (transactional tests flush the database after each test), runs by key."""
+    with DEMO_PATH.open("rb") as fh:
+        import_bench_file(fh, filename=DEMO_PATH.name, origin="demo")
+    return {run.key: run for run in Run.objects.all()}
+
+
+def expected_timeline(runs: list[Run]) -> dict[str, int]:
+    """Trace name → number of points: one trace per config label, one for the failed runs, one
+    for the runs whose workload differs from the one before them in their label's line."""
+    dated = sorted((r for r in runs if r.started_at is not None), key=lambda r: (r.started_at, r.pk))
+    expected = dict(Counter(r.label or "(none)" for r in dated))
+    failed = [r for r in dated if r.n_requests and not r.n_ok]
+    if failed:
+        expected["failed runs"] = len(failed)
+    changes, previous = 0, {}
+    for run in dated:
+        workload = (run.concurrency, run.prompt_tokens_max, run.n_predict_max)
+        changes += run.label in previous and previous[run.label] != workload
+        previous[run.label] = workload
+    if changes:
+        expected["workload changed"] = changes
+    return expected
+
+
+def test_timeline_draws_one_trace_per_label_and_one_for_failed_runs(tab: Tab, demo: dict[str, Run]) -> None:
+    tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
+    tab.wait_for_plot("#timeline-figure-plot")
+    traces = tab.traces("#timeline-figure-plot")
+
+    expected = expected_timeline(list(demo.values()))
+    assert {t["name"]: len(t["x"]) for t in traces} == expected
+    assert set(expected) == {"original", "C2", "C3P", "failed runs", "workload changed"}
+    assert all(len(t["y"]) == len(t["x"]) for t in traces)
+    by_name = {t["name"]: t for t in traces}
+    # The failed run is a red cross, not a zero: a gap in its label's line.
+    failed = demo["orig-x3"]
+    assert by_name["failed runs"]["customdata"] == [failed.pk]
+    original = by_name["original"]
+    assert original["y"][original["customdata"].index(failed.pk)] is None
+    # The points are the runs' decode tok/s, each trace in start order.
+    for name in ("original", "C2", "C3P"):
+        runs = sorted((r for r in demo.values() if r.label == name), key=lambda r: r.started_at)
+        assert by_name[name]["customdata"] == [r.pk for r in runs]
+        assert by_name[name]["y"] == [
+            None if r.n_requests and not r.n_ok else pytest.approx(r.tok_s_mean, rel=1e-3) for r in runs
+        ]
+    tab.do(lambda page: expect(page.locator("#chart .summary")).to_contain_text(f"{len(demo)} runs"))
+    # Every label mixes workloads (concurrency 1 with 3, or with 2): the page and the figure say so.
+    tab.do(
+        lambda page: expect(page.locator("#mixed-warning")).to_contain_text("C2 mixes workloads (concurrency 1 / 3)")
+    )
+    assert "not like for like" in " ".join(tab.annotations("#timeline-figure-plot"))
+    tab.screenshot("timeline")
+    tab.assert_no_errors()
+
+
+def test_hovering_a_timeline_point_shows_its_outcome_flags_and_workload(tab: Tab, demo: dict[str, Run]) -> None:
+    tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
+    tab.wait_for_plot("#timeline-figure-plot")
+    traces = tab.traces("#timeline-figure-plot")
+    runs = {r.pk: r for r in demo.values()}
+    lines = [t for t in traces if t["name"] in {"original", "C2", "C3P"}]
+    # charts.js writes each point's text from the compact hover facts: as series writes the labels.
+    for trace in lines:
+        assert trace["text"] == [
+            f"{runs[pk].n_ok}/{runs[pk].n_requests} ok · {series.flags_label(vars(runs[pk]))}"
+            f" · {series.workload_label(vars(runs[pk]))}"
+            for pk in trace["customdata"]
+        ]
+    c2 = traces.index(next(t for t in traces if t["name"] == "C2"))
+    x3 = traces[c2]["customdata"].index(demo["c2-x3"].pk)
+    shown = tab.evaluate(
+        """([sel, curve, point]) => { const el = document.querySelector(sel);
+               Plotly.Fx.hover(el, [{curveNumber: curve, pointNumber: point}]);
+               return Array.from(el.querySelectorAll('.hoverlayer .hovertext'), e => ({
+                   lines: Array.from(e.querySelectorAll('text.nums tspan.line'), t => t.textContent),
+                   name: e.querySelector('text.name').textContent})); }""",
+        ["#timeline-figure-plot", c2, x3],
+    )
+    assert shown == [
+        {
+            "lines": [
+                "3/3 ok · -c 9216 -np 3 per-slot f16/f16 no KV offload · concurrency 3 · prompt 4362 tok"
+                " · n_predict 1738",
+                "2.15",
+            ],
+            "name": "C2",
+        }
+    ]
+    tab.assert_no_errors()
+
+
+def test_a_filter_change_redraws_the_timeline_through_htmx_without_a_page_load(tab: Tab, demo: dict[str, Run]) -> None:
+    tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
+    tab.wait_for_plot("#timeline-figure-plot")
+
+    tab.evaluate("window.__marker = 1")
+    headers = tab.change_filter("label", "C2")
+    assert headers.get("hx-request") == "true", "the filter change was not an htmx request"
+    tab.wait_for_plot("#timeline-figure-plot")
+
+    assert tab.query().get("label") == ["C2"]  # hx-push-url
+    c2 = sorted((r for r in demo.values() if r.label == "C2"), key=lambda r: r.started_at)
+    traces = tab.traces("#timeline-figure-plot")
+    # C2 ran alone, then three at once: the second run's workload changed.
+    assert [(t["name"], t["customdata"]) for t in traces] == [
+        ("C2", [r.pk for r in c2]),
+        ("workload changed", [c2[1].pk]),
+    ]
+    assert len(c2) == 2
+    assert tab.evaluate("window.__marker") == 1, "the page was reloaded: the filter change was not an htmx swap"
+    tab.do(lambda page: expect(page.locator("#chart-form input[name=label]")).to_have_value("C2"))
+    tab.assert_no_errors()
+
+
+def test_compare_draws_a_bar_per_metric_panel_and_a_box_per_run(tab: Tab, demo: dict[str, Run]) -> None:
+    runs = [demo["orig-x3"], demo["c2-x3"], demo["c3p-queue2"]]
+    tab.open("/charts/compare/", [("run", r.pk) for r in runs])
+    tab.wait_for_plot("#compare-figure-plot")
+    traces = tab.traces("#compare-figure-plot")
+
+    bars = [t for t in traces if t["type"] == "bar"]
+    boxes = [t for t in traces if t["type"] == "box"]
+    assert [t["name"] for t in traces if t["type"] == "scatter"] == ["0 % success"]
+    assert len(traces) == len(bars) + len(boxes) + 1
+    assert [b["name"] for b in bars] == [charts.METRICS[k].label for k in charts.COMPARE_METRICS]
+    assert all(b["customdata"] == [r.pk for r in runs] for b in bars)
+    success = next(b for b in bars if b["name"] == charts.METRICS["success"].label)
+    assert success["y"] == [r.n_ok / r.n_requests for r in runs] == [0, 1, 1]  # 0/3 vs 3/3 vs 2/2
+    # One box per run, holding its ok requests' tok/s.
+    assert len(boxes) == len(runs)
+    for box, run in zip(boxes, runs, strict=True):
+        assert box["name"] == f"{run.label} ({run.key})"
+        ok = RequestResult.objects.filter(run=run, ok=True).exclude(tok_s=None).count()
+        assert len(box["y"]) == ok
+    assert [len(b["y"]) for b in boxes] == [0, 3, 2]
+    tab.do(lambda page: expect(page.locator("#workload-warning")).to_contain_text("concurrency 3 / 2"))
+    tab.screenshot("compare")
+    tab.assert_no_errors()
+
+
+def test_compare_draws_empty_and_failed_data_as_such(tab: Tab, demo: dict[str, Run]) -> None:
+    runs = [demo["orig-x3"], demo["c2-x3"], demo["c3p-queue2"]]
+    tab.open("/charts/compare/", [("run", r.pk) for r in runs])
+    tab.wait_for_plot("#compare-figure-plot")
+    plot = "#compare-figure-plot"
+
+    # The demo recorded no throughput, TTFT, E2E latency or ITL: four panels say so, with no axes of 0-4.
+    notes = tab.annotations(plot)
+    assert notes.count("not recorded") == 4, notes
+    for axis in ("y3", "y4", "y5", "y6", "x3", "x4", "x5", "x6"):
+        assert tab.tick_labels(plot, axis) == [], f"the empty panel's {axis} axis has ticks"
+    assert tab.tick_labels(plot, "y2"), "decode tok/s was recorded: its axis keeps its ticks"
+    # The failed run's missing bars say why; its 0 % success is a red mark with its count.
+    assert "failed" in notes and "failed: no ok request" in notes
+    assert tab.tick_labels(plot, "y")[-1] == "100%"
+    zero = tab.evaluate(
+        """sel => { const t = Array.from(document.querySelectorAll(sel + ' .scatterlayer .trace'))
+                      .find(t => t.querySelector('.textpoint'));
+                    const mark = t.querySelector('.point').getBoundingClientRect();
+                    return {text: t.querySelector('.textpoint').textContent, width: mark.width,
+                            stroke: getComputedStyle(t.querySelector('.point')).stroke}; }""",
+        plot,
+    )
+    assert zero["text"] == "0 % (0/3 ok)" and zero["width"] > 10 and zero["stroke"] == "rgb(179, 38, 30)"
+    tab.screenshot("compare-empty-and-failed")
+    tab.assert_no_errors()
+
+
+def test_the_home_page_draws_the_decode_trend(tab: Tab, demo: dict[str, Run]) -> None:
+    tab.open("/")
+    tab.wait_for_plot("#trend-figure-plot")
+    traces = tab.traces("#trend-figure-plot")
+    assert {t["name"]: len(t["x"]) for t in traces} == expected_timeline(list(demo.values()))
+    tab.do(lambda page: expect(page.locator("section table tbody tr")).to_have_count(len(demo)))
+    tab.screenshot("home")
+    tab.assert_no_errors()
+
+
+def test_the_home_page_draws_failures_by_day_and_a_panel_per_model(tab: Tab, demo: dict[str, Run]) -> None:
+    # Recent runs (the failure chart covers 30 days) of a model 80 times faster than the demo's.
+    now = timezone.now().replace(microsecond=0)
+    records = []
+    for i, (days_ago, failed) in enumerate([(1, True), (1, False), (1, False), (2, False), (4, True)]):
+        ts = (now - timedelta(days=days_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        records.append(
+            flat(run=f"tiny-{i}", model="qwen-0.5b.gguf", label="tiny", ts=ts, tok_s=2000.0 + 10 * i)
+            | ({"ok": False, "status": 500, "tok_s": None} if failed else {})
+        )
+    import_bench_file(io.BytesIO(jsonl(*records)), filename="tiny.jsonl", origin="command")
+    tab.open("/")
+    tab.wait_for_plot("#failures-figure-plot")
+    tab.wait_for_plot("#trend-figure-plot")
+
+    # Failures per day: one tick per day, as a date, and the red failures stacked, not hidden.
+    failures = "#failures-figure-plot"
+    ticks = tab.tick_labels(failures, "x")
+    days = sorted({(now - timedelta(days=d)).astimezone().strftime("%Y-%m-%d") for d in (1, 2, 4)})
+    assert set(days) <= set(ticks) and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", t) for t in ticks), ticks
+    red = tab.evaluate(
+        """sel => Array.from(document.querySelectorAll(sel + ' .barlayer .trace')[0].querySelectorAll('.point path'),
+                             p => { const b = p.getBoundingClientRect();
+                                    return {height: b.height, fill: getComputedStyle(p).fill}; })""",
+        failures,
+    )
+    drawn = [bar for bar in red if bar["height"] > 0]
+    assert len(drawn) == 2 and {bar["fill"] for bar in drawn} == {"rgb(179, 38, 30)"}, red
+    assert tab.evaluate("sel => document.querySelector(sel)._fullLayout.barmode", failures) == "stack"
+
+    # The decode trend: each model on its own axis, so the demo's 26 tok/s is not a line at zero.
+    trend = "#trend-figure-plot"
+    axes = {
+        t["name"]: t
+        for t in tab.evaluate(
+            "sel => document.querySelector(sel)._fullData.map(t => ({name: t.name, yaxis: t.yaxis}))", trend
+        )
+    }
+    assert axes["C3P"]["yaxis"] != axes["tiny"]["yaxis"]
+    ranges = tab.evaluate(
+        "sel => { const l = document.querySelector(sel)._fullLayout; return [l.yaxis.range, l.yaxis2.range]; }", trend
+    )
+    slow, fast = (ranges[0], ranges[1]) if axes["C3P"]["yaxis"] == "y" else (ranges[1], ranges[0])
+    assert slow[1] < 40 and fast[1] > 2000, ranges
+    notes = tab.annotations(trend)
+    assert "Devstral-Small-2-24B-Q4_K_M.gguf" in notes and "qwen-0.5b.gguf" in notes
+    tab.screenshot("home-failures-and-models")
+    tab.assert_no_errors()
+
+
+def test_the_load_curve_draws_one_curve_per_configuration(tab: Tab, demo: dict[str, Run]) -> None:
+    tab.open("/charts/load/")
+    tab.do(lambda page: expect(page.locator("#chart .empty")).to_have_text("Pick a model."))
+    model = demo["orig-x3"].model
+    tab.change_filter("model", model)
+    tab.wait_for_plot("#load-figure-plot")
+
+    assert tab.query().get("model") == [model]
+    traces = tab.evaluate(
+        """sel => document.querySelector(sel)._fullData.map(t => ({
+               name: t.name, yaxis: t.yaxis, mode: t.mode, x: Array.from(t.x), y: Array.from(t.y)}))""",
+        "#load-figure-plot",
+    )
+    lines = [t for t in traces if t["mode"] == "lines+markers"]
+    # One line per configuration and panel; the demo timed no TTFT, so there is no TTFT panel.
+    assert {t["yaxis"] for t in lines} == {"y", "y2"}
+    per_request = {t["name"].split(":")[0]: t for t in lines if t["yaxis"] == "y2"}
+    for label in ("original", "C2", "C3P"):
+        runs = sorted((r for r in demo.values() if r.label == label), key=lambda r: r.concurrency)
+        assert per_request[label]["x"] == [r.concurrency for r in runs]
+        assert per_request[label]["y"] == [None if not r.n_ok else pytest.approx(r.tok_s_mean, rel=1e-3) for r in runs]
+    assert all(abs(y - 13.16) > 0.01 for t in lines for y in t["y"] if y is not None), "a mean over configurations"
+    # Nothing recorded the aggregate throughput: its panel says so, with no ticks; the failed level is a cross.
+    assert "not recorded" in tab.annotations("#load-figure-plot")
+    assert tab.tick_labels("#load-figure-plot", "y") == [] and tab.tick_labels("#load-figure-plot", "y2")
+    failed = next(t for t in traces if t["name"] == "every run failed")
+    assert failed["x"] == [demo["orig-x3"].concurrency]
+    tab.do(lambda page: expect(page.locator("#knees li")).to_have_count(3))
+    tab.screenshot("load-curve")
+    tab.assert_no_errors()
+
+
+def test_regressions_compare_one_configuration_under_one_workload(tab: Tab, demo: dict[str, Run]) -> None:
+    tab.open("/charts/regressions/")
+    tab.do(lambda page: expect(page.locator("h1")).to_have_text("Regressions"))
+    # C2 at concurrency 3 (2.15 tok/s per request) against C2 alone (7.93) is no regression.
+    tab.do(lambda page: expect(page.locator("#chart .empty")).to_contain_text("No regressions across 3 groups"))
+    # C2 at concurrency 3 again, slower than before: that is one.
+    c2 = demo["c2-x3"]
+    again = [
+        flat(
+            run="c2-x3-again",
+            ts="2026-09-19T10:00:00Z",
+            label="C2",
+            model=c2.model,
+            gpu=c2.gpu,
+            ctx_size=c2.ctx_size,
+            parallel=c2.parallel,
+            kv_unified=c2.kv_unified,
+            kv_offload=c2.kv_offload,
+            flash_attn=None,
+            concurrency=c2.concurrency,
+            prompt_tokens=c2.prompt_tokens_max,
+            n_predict=c2.n_predict_max,
+            tok_s=1.5,
+        )
+    ] * 3
+    import_bench_file(io.BytesIO(jsonl(*again)), filename="again.jsonl", origin="command")
+    tab.open("/charts/regressions/")
+    row = tab.do(lambda page: page.locator("tbody tr", has_text=charts.METRICS["tok_s"].label).filter(has_text="C2"))
+    tab.do(lambda page: expect(row).to_have_count(1))
+    cells = tab.do(lambda page: row.locator("td").all_inner_texts())
+    assert cells[:3] == [
+        "C2",
+        f"{c2.model} on {c2.gpu}: -c 9216 -np 3 per-slot f16/f16 no KV offload",
+        "concurrency 3 · prompt 4362 tok · n_predict 1738",
+    ]
+    assert cells[4:7] == ["1.500", "2.150", "-30%"]
+    tab.screenshot("regressions")
+    tab.assert_no_errors()
+
+
+def test_a_zoom_in_the_browser_survives_a_filter_change(tab: Tab, demo: dict[str, Run]) -> None:
+    tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
+    tab.wait_for_plot("#timeline-figure-plot")
+    tab.evaluate(
+        "sel => Plotly.relayout(document.querySelector(sel),"
+        " {'xaxis.range[0]': '2026-09-18 19:00:00', 'xaxis.range[1]': '2026-09-18 20:30:00'})",
+        "#timeline-figure-plot",
+    )
+    tab.do(lambda page: page.wait_for_url("**x0=**"))
+    assert tab.query().get("x0") == ["2026-09-18 19:00:00"]
+
+    tab.change_filter("metric", "success")
+    tab.wait_for_plot("#timeline-figure-plot")
+    assert tab.query().get("metric") == ["success"]
+    shown = tab.evaluate("sel => document.querySelector(sel)._fullLayout.xaxis.range", "#timeline-figure-plot")
+    assert tab.query().get("x0") == ["2026-09-18 19:00:00"], f"the zoom was lost: the chart now shows {shown}"
+    assert shown[0].replace("T", " ").startswith("2026-09-18 19:00")
