@@ -11,7 +11,7 @@ its GPU and server flags, 1 run in 20 deviating from them (the timeline's
 ``server_props``; started_at over the year that ends now; concurrency 1..64; about
 6 % of runs failing outright and 8 % losing 1-3 requests; every request with ok,
 status, error, tok/s, TTFT, elapsed and output tokens, and the runs' aggregates from
-benchmarks.history.metrics.summarize, exactly as an import computes them.
+benchmarks.records.metrics.summarize, exactly as an import computes them.
 
 Then django.test.Client requests each chart in-process (middleware, view, template):
 

@@ -19,8 +19,8 @@ from typing import Any
 from django import forms
 from django.http import QueryDict
 
-from benchmarks.history.metrics import at_rank
 from benchmarks.models import Run
+from benchmarks.records.metrics import at_rank
 
 from . import catalogue
 from .cmdline import ArgNote, ParsedCommand, parse_command, quant_in_file_name, to_command

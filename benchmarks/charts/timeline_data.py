@@ -20,9 +20,9 @@ from typing import Any
 from django.db.models import Max, Min, QuerySet, Sum
 
 from ..history.forms import NEWEST_FIRST
-from ..history.outcomes import FAILED
 from ..models import Run
 from ..models.rollups import KEY_FIELDS, SPANS, WEEK, TimelineBucket, bucket_start
+from ..records.outcomes import FAILED
 from .figures import GROUPINGS, Metric
 
 # Runs drawn one by one; more than this in the range are drawn as buckets. Chromium paints about 0.1 ms

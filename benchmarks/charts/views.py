@@ -22,11 +22,13 @@ from django.views.decorators.http import require_GET
 from kvlab import visibility
 from kvlab.http import HtmxHttpRequest
 
-from ..history import derived, sampling, sources
+from ..history import derived, sampling
 from ..history.forms import CompareForm
-from ..history.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
 from ..models import RequestResult, Run
-from . import figures, series, timeline_data
+from ..records import series_keys as series
+from ..records import sources
+from ..records.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
+from . import figures, timeline_data
 from .days import UtcDay
 from .forms import ChartForm, LoadCurveForm
 from .rendering import render_chart as _render

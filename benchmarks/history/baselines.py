@@ -1,7 +1,7 @@
 """Keep the regressions page's tables (models.baselines) current as runs change, and read them.
 
 A dated run is filed under its series (SeriesRun) by a 64-bit hash of its configuration and
-workload (charts.series.SERIES_FIELDS), computed set-based in SQL: md5 of the fields quoted as
+workload (records.series_keys.SERIES_FIELDS), computed set-based in SQL: md5 of the fields quoted as
 SQL literals on PostgreSQL; on SQLite, which has no hash, blake2b of their values through a
 function registered on the connection (NULL apart from '', every float exact either way).
 When runs change, each series they were or are in is compared again, per family (alone,
@@ -24,8 +24,9 @@ from typing import Any
 
 from django.db import connection
 
-from ..charts import figures, series
+from ..charts import figures
 from ..models.baselines import BaselineComparison, SeriesRun
+from ..records import series_keys
 from .changed_runs import ChangedRuns
 
 WINDOWS = (5, 10, 20, 50)  # the windows the regressions page offers: each is kept compared
@@ -60,7 +61,7 @@ def _hash64(*values: Any) -> int:
 def _series_key(alias: str) -> str:
     """SQL: the series key of the run `alias`, on either engine."""
     normalised = {"request_rate": f"({alias}.{_q('request_rate')} + 0.0)"}  # -0.0 is 0.0, as SQL compares
-    fields = [normalised.get(f, f"{alias}.{_q(f)}") for f in series.SERIES_FIELDS]
+    fields = [normalised.get(f, f"{alias}.{_q(f)}") for f in series_keys.SERIES_FIELDS]
     if connection.vendor == "postgresql":  # the fields as SQL literals (NULL apart from ''), md5 of them joined
         quoted = " || ',' || ".join(f"quote_nullable({f})" for f in fields)
         return f"('x' || substr(md5({quoted}), 1, 16))::bit(64)::bigint"
@@ -297,7 +298,7 @@ def _comparisons(runs: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, ...]]
 
 # --- reading: the regressions page ---------------------------------------------------------------
 
-SHOWN_RUN_FIELDS = ("key", "label", *series.SERIES_FIELDS)
+SHOWN_RUN_FIELDS = ("key", "label", *series_keys.SERIES_FIELDS)
 BOOLEAN_FIELDS = ("kv_unified", "kv_offload")  # SQLite hands them back as 0 and 1
 
 

@@ -2,7 +2,7 @@
 
 Runs of different tools compare on the same figures: a summary-only run's are the tool's own
 percentiles and counts, a kvlab run's are computed from its requests; when any compared run
-holds a tool's summary, every figure says which it is (history.sources).
+holds a tool's summary, every figure says which it is (records.sources).
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..charts import series
 from ..jobs import repeats
 from ..models import Run
-from . import outcomes, sources
+from ..records import outcomes, series_keys, sources
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +149,8 @@ def compare_rows(
 
 def compare_warnings(runs: Sequence[Run]) -> list[str]:
     """Why these runs may not compare like with like: other tools, configurations or workloads."""
-    rows = [{name: getattr(run, name) for name in (*series.SERIES_FIELDS, "tool", "source")} for run in runs]
-    return series.like_with_like(rows)
+    rows = [{name: getattr(run, name) for name in (*series_keys.SERIES_FIELDS, "tool", "source")} for run in runs]
+    return series_keys.like_with_like(rows)
 
 
 def noisy_pairs(runs: Sequence[Run]) -> list[str]:
@@ -160,7 +159,7 @@ def noisy_pairs(runs: Sequence[Run]) -> list[str]:
     found = []
     for i, first in enumerate(runs):
         for second in runs[i + 1 :]:
-            same = series.key(vars(first)) == series.key(vars(second)) and (first.tool, first.source) == (
+            same = series_keys.key(vars(first)) == series_keys.key(vars(second)) and (first.tool, first.source) == (
                 second.tool,
                 second.source,
             )

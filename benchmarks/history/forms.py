@@ -15,8 +15,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from ..models import Run
-from . import outcomes, values
-from .formats import Declared
+from ..records import outcomes
+from ..records.formats import Declared
+from . import values
 
 # Public sort names -> Run columns. "-name" sorts descending.
 SORTS = {

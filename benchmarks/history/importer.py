@@ -34,13 +34,13 @@ from django.utils import timezone
 from kvlab.visibility import UPLOAD_DIR_PREFIX
 
 from ..models import FileImport, RejectedLine, RequestResult, Run
+from ..records.formats import Declared, registry
+from ..records.jsonl import LineError, RecordError
+from ..records.metrics import RunSummary, RunTally, summarize
+from ..records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record, storable_text
+from ..records.summaries import merge_summaries, with_tool_summary
 from . import derived, rollups, sqlite_batches
-from .formats import Declared, registry
-from .jsonl import LineError, RecordError
-from .metrics import RunSummary, RunTally, summarize
 from .reader import NotInOrder, ParsedRun, ReadCounts, Rejects, SpilledFile, read_bench_file, runs_as_read
-from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record, storable_text
-from .summaries import merge_summaries, with_tool_summary
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -98,7 +98,7 @@ def read_server_log(text: str) -> ServerLog:
     """The log's text, with its parsed configuration when the llama-server log parser is there and reads it."""
     text = storable_text(text)
     try:
-        from benchmarks.history.formats.llama_server_log import parse_startup_log
+        from benchmarks.records.formats.llama_server_log import parse_startup_log
     except ImportError:
         return ServerLog(text)
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import connection
 
 from ..models import RequestResult
-from .metrics import rank_index
+from ..records.metrics import rank_index
 
 
 def itl_percentiles(run_id: int, percentiles: tuple[int, ...] = (50, 95)) -> dict[int, float | None]:

@@ -25,15 +25,16 @@ from kvlab.paging import CappedPaginator
 from kvlab.uploads import UploadRefused, uploads_capped
 
 from ..models import FileImport, RequestResult, Run
+from ..records import sources
+from ..records.metrics import distribution
+from ..records.summaries import median_of
 from ..templatetags.units import ms, seconds, thousands, tok_s
-from . import exporter, goodput, sampling, sources
+from . import exporter, goodput, sampling
 from . import forms as filter_forms
 from .comparison import compare_rows, compare_warnings, noisy_pairs
 from .exporter import export_lines
 from .forms import CompareForm, ImportForm, RunFilterForm, ValueSearchForm
 from .importer import import_uploads, read_server_log
-from .metrics import distribution
-from .summaries import median_of
 
 REQUESTS_PER_PAGE = 200
 REJECTS_PER_PAGE = 500

@@ -19,9 +19,9 @@ from kvlab.celery import app as celery_app
 
 from .. import tasks
 from ..history import derived
-from ..history.metrics import at_rank
 from ..models import Job, RequestResult, Run, Server
 from ..models.jobs import WORKER_LOST
+from ..records.metrics import at_rank
 from .arrivals import wave_rates
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from ..history.metrics import mean
+from ..records.metrics import mean
 
 NOISY_CV = 0.20  # s / mean across repeats
 NOISY_FACTOR = 2.0  # slowest vs fastest repeat (or two compared runs of one configuration)

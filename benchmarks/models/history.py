@@ -12,10 +12,10 @@ from django.db.models import F, Q, Value
 
 from kvlab.visibility import as_uploaded
 
-from ..history.metrics import RunTally
-from ..history.outcomes import outcome_of
-from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
-from ..history.summaries import counts_reported, with_tool_summary
+from ..records.metrics import RunTally
+from ..records.outcomes import outcome_of
+from ..records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
+from ..records.summaries import counts_reported, with_tool_summary
 
 SUMMARY_CHUNK = 5_000  # a run's requests read at a time when it is summarized again
 
@@ -157,7 +157,7 @@ class Run(models.Model):
         indexes = [
             # run list default order and date-range filter; the run list filters by model, GPU, label, tool
             # and engine (RunFilterForm.narrow), newest first. Each also holds the request counts, so that
-            # an outcome filter (history.outcomes.OUTCOME_Q) and the home page's failures per day are
+            # an outcome filter (records.outcomes.OUTCOME_Q) and the home page's failures per day are
             # answered from the index alone, without reading each run's row (issue 17).
             *(
                 models.Index(fields=[*columns, "id", *OUTCOME_COLUMNS], name=name)

@@ -8,8 +8,8 @@ from django.db.models import Avg, IntegerField, Max, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from ..history.outcomes import LABELS, outcome_of
 from ..models import Run, Sweep, SweepConfig
+from ..records.outcomes import LABELS, outcome_of
 
 MiB = 1024 * 1024
 

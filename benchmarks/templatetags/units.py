@@ -14,8 +14,8 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from ..history.outcomes import LABELS
 from ..models.jobs import RAN_WORDS
+from ..records.outcomes import LABELS
 
 register = template.Library()
 MISSING = "—"

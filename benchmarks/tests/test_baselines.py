@@ -24,11 +24,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from benchmarks.charts import figures, regression_views, series
+from benchmarks.charts import figures, regression_views
 from benchmarks.charts.rendering import with_success_rate
 from benchmarks.history import baselines, derived
 from benchmarks.jobs import lifecycle
 from benchmarks.models import BaselineComparison, FileImport, Job, RequestResult, Run, SeriesRun, Server
+from benchmarks.records import series_keys as series
 
 from .conftest import flat, jsonl
 

@@ -28,9 +28,9 @@ from django.utils import timezone
 from playwright.sync_api import BrowserContext, ConsoleMessage, Page, Request, expect, sync_playwright
 
 from benchmarks.charts import figures as charts
-from benchmarks.charts import series
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import RequestResult, Run
+from benchmarks.records import series_keys as series
 from benchmarks.tests.conftest import DEMO_PATH, flat, jsonl
 
 pytestmark = pytest.mark.browser

@@ -45,10 +45,10 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from benchmarks.history import outcomes
-from benchmarks.history.formats import Declared
 from benchmarks.history.importer import import_path
 from benchmarks.models import FileImport, RequestResult, Run
+from benchmarks.records import outcomes
+from benchmarks.records.formats import Declared
 
 from . import test_format_guidellm as guidellm_files
 from . import test_format_llmperf as llmperf_files

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from benchmarks.history import importer
-from benchmarks.history.metrics import nearest_rank, summarize, tpot
-from benchmarks.history.records import SCHEMA_V2
 from benchmarks.models import Run
+from benchmarks.records.metrics import nearest_rank, summarize, tpot
+from benchmarks.records.schema import SCHEMA_V2
 
 from .conftest import jsonl
 

@@ -20,9 +20,9 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.history import derived
-from benchmarks.history.formats import SAMPLE_BYTES, Declared, FormatError, Sample, registry
 from benchmarks.history.importer import ServerLog, import_bench_file, import_path, read_server_log
 from benchmarks.models import FileImport
+from benchmarks.records.formats import SAMPLE_BYTES, Declared, FormatError, Sample, registry
 
 MAX_SERVER_LOG_BYTES = 4 << 20
 # A rejected line of a converted or joined input names its file and its own record or line
