@@ -255,7 +255,7 @@ def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
     elif case["kind"] == "compare":
         bars = [t for t in traces if t["type"] == "bar"]
         boxes = [t for t in traces if t["type"] == "box"]
-        from benchmarks.charts.figures import COMPARE_METRICS
+        from benchmarks.records.catalogue import COMPARE_METRICS
 
         panels = len(COMPARE_METRICS)
         assert len(bars) == panels and all(len(t["y"]) == 12 for t in bars), f"{name}: not {panels} panels of 12 bars"

@@ -45,8 +45,9 @@ def measure_page(runs: int, repeats: int) -> dict[str, Any]:
     from django.test import Client
     from django.urls import reverse
 
-    from benchmarks.charts import figures, regression_views
+    from benchmarks.charts import regression_views
     from benchmarks.history import baselines, derived
+    from benchmarks.records import catalogue
 
     started = time.perf_counter()
     synthetic.insert_lab(runs, requests_of_first=min(runs, 1_000))
@@ -57,8 +58,8 @@ def measure_page(runs: int, repeats: int) -> dict[str, Any]:
     print(f"  filled in {filled:.1f} s; rebuild_all {rebuilt:.1f} s")
     client = Client()
     pages: dict[str, Any] = {}
-    at_most = {f"t_{m}": 1000 for m in figures.METRICS}
-    for grouping in figures.GROUPINGS:
+    at_most = {f"t_{m}": 1000 for m in catalogue.METRICS}
+    for grouping in catalogue.GROUPINGS:
         for name, query in (("default", {}), ("at 1000 %", at_most)):
             times, sql = [], []
             for _ in range(repeats + 1):  # the first warms the caches

@@ -12,13 +12,13 @@ from __future__ import annotations
 import functools
 import html
 import math
-import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from ..records import series_keys, sources
+from ..records.catalogue import COMPARE_METRICS, GROUPINGS, METRICS, Comparison, Metric, baseline_comparison
 from ..records.outcomes import FAILED, outcome_of
 
 WEBGL_POINTS = 1000  # above this many points a series is drawn with WebGL (scattergl)
@@ -41,40 +41,6 @@ MIN_LINE_RUNS = 2
 FAIL_COLOR = "#b3261e"
 
 
-@dataclass(frozen=True)
-class Metric:
-    key: str
-    label: str
-    column: str
-    higher_is_better: bool
-    formula: str
-
-
-METRICS = {
-    m.key: m
-    for m in (
-        Metric("tok_s", "decode tok/s per request", "tok_s_mean", True, "mean of ok requests' tok/s"),
-        Metric("throughput", "aggregate throughput (tok/s)", "throughput_tok_s", True, "Σ output tokens / wall time"),
-        Metric("success", "success rate", "success_rate", True, "ok requests / requests"),
-        Metric("ttft_p50", "TTFT p50 (s)", "ttft_p50", False, "median time to first token of ok requests"),
-        Metric("ttft_p95", "TTFT p95 (s)", "ttft_p95", False, "95th percentile time to first token"),
-        Metric("e2e_p95", "E2E latency p95 (s)", "e2e_p95", False, "95th percentile request latency"),
-        Metric("e2e_p50", "E2E latency p50 (s)", "e2e_p50", False, "median request latency of ok requests"),
-        Metric("itl_p50", "ITL p50 (s)", "itl_p50", False, "median gap between two streamed tokens"),
-        Metric("itl_p95", "ITL p95 (s)", "itl_p95", False, "95th percentile gap between two streamed tokens"),
-        Metric("tpot_p50", "TPOT p50 (s)", "tpot_p50", False, "median of (E2E − TTFT) / (output tokens − 1)"),
-        Metric("tpot_p95", "TPOT p95 (s)", "tpot_p95", False, "95th percentile of (E2E − TTFT) / (output tokens − 1)"),
-        Metric("wall", "wall time (s)", "effective_wall_s", False, "reported, else the longest request"),
-    )
-}
-GROUPINGS = {
-    "label": ("config label", ("label",)),
-    "model": ("model", ("model",)),
-    "gpu": ("GPU", ("gpu",)),
-    "server": ("server", ("job__server__name",)),
-    "config": ("configuration", series_keys.FLAG_FIELDS),
-    "series": ("configuration + workload", (*series_keys.FLAG_FIELDS, *series_keys.WORKLOAD_FIELDS)),
-}
 CHANGE_FIELDS = (*series_keys.CONFIG_FIELDS, "build")  # a change within a line is marked with a diamond
 CHANGE_KINDS = {  # a change within a line: the fields that make it, its marker
     "configuration": (CHANGE_FIELDS, "diamond-open"),
@@ -499,9 +465,6 @@ def _markers(
     }
 
 
-COMPARE_METRICS = ("success", "tok_s", "throughput", "ttft_p95", "e2e_p95", "itl_p95")
-
-
 def compare(
     runs: Sequence[Mapping[str, Any]],
     requests: Iterable[tuple[int, bool, float | None]],
@@ -879,35 +842,6 @@ class Regression:
     latest_run_id: int
     latest_key: str
     history: int
-
-
-class Comparison(NamedTuple):
-    baseline: float  # the median of the earlier values
-    change: float  # relative, signed so that negative is worse
-    spread: float | None  # their standard deviation, with three or more
-    history: int  # how many earlier values
-
-
-def baseline_comparison(now: float | None, past: Sequence[float], metric: Metric) -> Comparison | None:
-    """The latest value against the median of the earlier ones, when the latest is worse.
-
-    Worse means a change in the metric's bad direction and, with three or more earlier values,
-    beyond two standard deviations of them (their spread); None otherwise, or with nothing to
-    compare. The one rule of the regressions page: its thresholds then only ask "by how much".
-    """
-    if now is None or not past:
-        return None
-    base = statistics.median(past)
-    if base == 0:
-        return None
-    change = (now - base) / abs(base)
-    worse = -change if metric.higher_is_better else change
-    if not worse > 0:
-        return None
-    spread = statistics.stdev(past) if len(past) >= 3 else None
-    if spread is not None and not abs(now - base) > 2 * spread:
-        return None
-    return Comparison(base, -worse, spread, len(past))
 
 
 def regressions(

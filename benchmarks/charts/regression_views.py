@@ -20,6 +20,7 @@ from kvlab.http import HtmxHttpRequest
 
 from ..history import baselines, derived
 from ..models import DerivedBacklog, Run
+from ..records import catalogue
 from . import figures
 from .forms import RegressionForm
 from .rendering import render_chart
@@ -76,14 +77,14 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
     found = []
     for row in rows:
         row["group"] = figures.group_name(row, grouping)
-        found.append(figures.regression(row, figures.METRICS[row["metric"]], row["compared"]))
+        found.append(figures.regression(row, catalogue.METRICS[row["metric"]], row["compared"]))
     context.update(
         found=found,
         n_found=min(n_found, MAX_COUNTED),
         found_capped=n_found > MAX_COUNTED,
         max_shown=MAX_REGRESSIONS_SHOWN,
         grouping=grouping,
-        grouping_label=figures.GROUPINGS[grouping][0],
+        grouping_label=catalogue.GROUPINGS[grouping][0],
         queued=queued,
         # what the worker is counting: a bulk fill's runs this page queued, or an import's
         catching_up=bool(queued) or (n_pending > 0 and _queued_by_a_view()),

@@ -22,8 +22,8 @@ from django.db.models import Max, Min, QuerySet, Sum
 from ..history.forms import NEWEST_FIRST
 from ..models import Run
 from ..models.rollups import KEY_FIELDS, SPANS, WEEK, TimelineBucket, bucket_start
+from ..records.catalogue import GROUPINGS, Metric
 from ..records.outcomes import FAILED
-from .figures import GROUPINGS, Metric
 
 # Runs drawn one by one; more than this in the range are drawn as buckets. Chromium paints about 0.1 ms
 # a point on a 2-core machine, past 200 ms of Plotly's own start: 2,000 points keep a page under 500 ms.

@@ -25,9 +25,10 @@ from kvlab.http import HtmxHttpRequest
 from ..history import derived, sampling
 from ..history.forms import CompareForm
 from ..models import RequestResult, Run
+from ..models.outcomes import OUTCOME_Q, WITH_FAILURES_Q
+from ..records import catalogue, sources
 from ..records import series_keys as series
-from ..records import sources
-from ..records.outcomes import FAILED, OUTCOME_Q, WITH_FAILURES_Q
+from ..records.outcomes import FAILED
 from . import figures, timeline_data
 from .days import UtcDay
 from .forms import ChartForm, LoadCurveForm
@@ -107,7 +108,7 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render(request, "charts/timeline.html", context, status=400)
     metric, grouping = form.metric_obj(), form.grouping()
-    group_fields = figures.GROUPINGS[grouping][1]
+    group_fields = catalogue.GROUPINGS[grouping][1]
     runs = with_success_rate(form.filter(Run.objects.all())).exclude(started_at=None)
     raw_values = {
         "args": (
@@ -147,7 +148,7 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     context.update(
         metric=metric,
         grouping=grouping,
-        grouping_label=figures.GROUPINGS[grouping][0],
+        grouping_label=catalogue.GROUPINGS[grouping][0],
         mixed=mixed,
         figure=figure,
         n_points=data.n_runs if data.buckets else len(rows),
@@ -168,13 +169,13 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     return _render(request, "charts/timeline.html", context)
 
 
-def _flat(row: dict[str, Any], metric: figures.Metric) -> dict[str, Any]:
+def _flat(row: dict[str, Any], metric: catalogue.Metric) -> dict[str, Any]:
     flat = {k: row.get(k) for k in VALUE_FIELDS}
     flat[metric.key] = row.get("value")
     return flat
 
 
-def _flat_bucket(bucket: dict[str, Any], metric: figures.Metric, grouping: str, span_s: int) -> dict[str, Any]:
+def _flat_bucket(bucket: dict[str, Any], metric: catalogue.Metric, grouping: str, span_s: int) -> dict[str, Any]:
     """A reduced point as the download gives it: the bucket, its counts, its min and max (no run)."""
     start = timeline_data.when(bucket["start"])
     return {
@@ -201,7 +202,7 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render(request, "charts/compare.html", context, status=400)
     ids = form.cleaned_data["run"]
-    values = {f"value_{k}": F(figures.METRICS[k].column) for k in figures.COMPARE_METRICS}
+    values = {f"value_{k}": F(catalogue.METRICS[k].column) for k in catalogue.COMPARE_METRICS}
     last_seq = RequestResult.objects.filter(run_id=OuterRef("pk")).order_by("-seq").values("seq")[:1]
     found = {
         r["pk"]: r
@@ -335,7 +336,7 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
     )
     trend_rows.sort(key=lambda r: (figures.group_name(r, "label"), r["started_at"], r["pk"]))
     trend, hidden_models = (
-        figures.timeline_by_model(trend_rows, figures.METRICS["tok_s"], "label") if trend_rows else (None, [])
+        figures.timeline_by_model(trend_rows, catalogue.METRICS["tok_s"], "label") if trend_rows else (None, [])
     )
     failure_figure = figures.failures_by_day(failures) if failures else None
     context = {

@@ -6,7 +6,7 @@ SQL literals on PostgreSQL; on SQLite, which has no hash, blake2b of their value
 function registered on the connection (NULL apart from '', every float exact either way).
 When runs change, each series they were or are in is compared again, per family (alone,
 within a label, within a server):
-its latest DEPTH runs are read down an index, and charts.figures.baseline_comparison decides,
+its latest DEPTH runs are read down an index, and records.catalogue.baseline_comparison decides,
 for every window of WINDOWS and every metric, whether the latest run is worse (BaselineComparison
 keeps only those). A series with a single run has nothing to compare: a new run alone in its
 series costs one row and no comparison, which keeps an import of new series cheap.
@@ -24,9 +24,8 @@ from typing import Any
 
 from django.db import connection
 
-from ..charts import figures
 from ..models.baselines import BaselineComparison, SeriesRun
-from ..records import series_keys
+from ..records import catalogue, series_keys
 from .changed_runs import ChangedRuns
 
 WINDOWS = (5, 10, 20, 50)  # the windows the regressions page offers: each is kept compared
@@ -37,7 +36,7 @@ FAMILY_COLUMNS = {  # the SeriesRun columns that tell a family's series apart
     BaselineComparison.Family.SERVER: ("series_key", "server_pk"),
 }
 PARTITIONS_PER_QUERY = 300  # series read (and replaced) per statement
-METRICS = list(figures.METRICS.values())
+METRICS = list(catalogue.METRICS.values())
 VALUE_COLUMNS = tuple(m.column for m in METRICS if m.column != "success_rate")
 
 Partition = tuple[int, str, int]  # (series_key, label, server_pk), the columns a family ignores blank
@@ -291,7 +290,7 @@ def _comparisons(runs: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, ...]]
         earlier = runs[1 : depth + 1]
         for metric in METRICS:
             past = [r[metric.column] for r in earlier if r[metric.column] is not None]
-            compared = figures.baseline_comparison(latest[metric.column], past, metric)
+            compared = catalogue.baseline_comparison(latest[metric.column], past, metric)
             if compared is not None:
                 yield (depth, metric.key, latest["id"], latest[metric.column], *compared)
 
@@ -371,9 +370,9 @@ def worst(
         row = _run_values(run) | {
             "pk": run_pk,
             "metric": metric,
-            "compared": figures.Comparison(baseline, change, spread, history),
+            "compared": catalogue.Comparison(baseline, change, spread, history),
         }
-        row[figures.METRICS[metric].column] = latest
+        row[catalogue.METRICS[metric].column] = latest
         rows.append(row)
     rows.sort(key=lambda row: (row["compared"].change, row["pk"]))
     return rows, fetched[0][0], fetched[0][1]

@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..jobs import repeats
 from ..models import Run
 from ..records import outcomes, series_keys, sources
+from ..records.catalogue import NOISE_FIGURES, NOISY_FACTOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +155,7 @@ def compare_warnings(runs: Sequence[Run]) -> list[str]:
 
 def noisy_pairs(runs: Sequence[Run]) -> list[str]:
     """Runs of one configuration and workload, by one tool, whose figures differ by more than
-    repeats.NOISY_FACTOR: one of them (or both) was measured on a disturbed machine."""
+    NOISY_FACTOR: one of them (or both) was measured on a disturbed machine."""
     found = []
     for i, first in enumerate(runs):
         for second in runs[i + 1 :]:
@@ -165,15 +165,15 @@ def noisy_pairs(runs: Sequence[Run]) -> list[str]:
             )
             if not same:
                 continue
-            for column, words, unit, _ in repeats.FIGURES:
+            for column, words, unit, _ in NOISE_FIGURES:
                 a, b = getattr(first, column), getattr(second, column)
                 if a is None or b is None or min(a, b) <= 0:
                     continue
                 factor = max(a, b) / min(a, b)
-                if factor > repeats.NOISY_FACTOR:
+                if factor > NOISY_FACTOR:
                     found.append(
                         f"{first.key} and {second.key} share their configuration and workload, yet their {words} "
-                        f"differs {factor:.1f}× ({a:,.3g} vs {b:,.3g} {unit}, more than {repeats.NOISY_FACTOR:g}×): "
+                        f"differs {factor:.1f}× ({a:,.3g} vs {b:,.3g} {unit}, more than {NOISY_FACTOR:g}×): "
                         "noisy — a loaded machine, a cold start or another client on the server; rerun before "
                         "trusting either"
                     )

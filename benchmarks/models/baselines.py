@@ -46,7 +46,7 @@ class BaselineComparison(models.Model):
     """One series' latest run against the median of its previous `window_size` runs, for one metric.
 
     Kept only where the latest run is worse (change < 0) and, with three or more earlier runs, by
-    more than twice their spread: charts.figures.baseline_comparison decides. The series is
+    more than twice their spread: records.catalogue.baseline_comparison decides. The series is
     (series_key) for the family "series", (series_key, label) for "label", (series_key, server_pk)
     for "server"; the other columns are blank ("", 0).
     """

@@ -157,7 +157,7 @@ class Run(models.Model):
         indexes = [
             # run list default order and date-range filter; the run list filters by model, GPU, label, tool
             # and engine (RunFilterForm.narrow), newest first. Each also holds the request counts, so that
-            # an outcome filter (records.outcomes.OUTCOME_Q) and the home page's failures per day are
+            # an outcome filter (models.outcomes.OUTCOME_Q) and the home page's failures per day are
             # answered from the index alone, without reading each run's row (issue 17).
             *(
                 models.Index(fields=[*columns, "id", *OUTCOME_COLUMNS], name=name)

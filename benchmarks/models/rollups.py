@@ -18,7 +18,7 @@ WEEK = 7 * DAY
 SPANS = (HOUR, 6 * HOUR, DAY, WEEK)  # finest first
 WEEK_STARTS = 4 * DAY  # 1970-01-01 was a Thursday: weeks start on Monday 1970-01-05
 # The Run columns (and the one computed metric, success_rate) whose values are rolled up:
-# charts.figures.METRICS's columns, each as <column>_min, <column>_max and <column>_n.
+# records.catalogue.METRICS's columns, each as <column>_min, <column>_max and <column>_n.
 ROLLED_COLUMNS = (
     "tok_s_mean",
     "throughput_tok_s",
