@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from kvlab.celery import app as celery_app
 
-from .. import tasks
+from .. import enqueue
 from ..history import derived
 from ..models import Job, RequestResult, Run, Server
 from ..models.jobs import WORKER_LOST
@@ -63,7 +63,7 @@ def submit_job(
             n_total=total_requests(params),  # "0 of 18 done" from the start, as once a worker claims it
             created_by=user if user is not None and user.is_authenticated else None,
         )
-        tasks.enqueue(job)
+        enqueue.job(job)
     return job
 
 

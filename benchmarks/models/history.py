@@ -16,6 +16,7 @@ from ..records.metrics import RunTally
 from ..records.outcomes import outcome_of
 from ..records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 from ..records.summaries import counts_reported, with_tool_summary
+from .itl_sql import itl_percentiles
 
 SUMMARY_CHUNK = 5_000  # a run's requests read at a time when it is summarized again
 
@@ -183,13 +184,11 @@ class Run(models.Model):
 
     def refresh_summary(self) -> None:
         """Recompute the aggregates from the stored requests (metrics.summarize) and the tool's summary, and save."""
-        from ..history.itl_sql import itl_percentiles  # history imports the models
-
         requests = self.requests.values_list(*REQUEST_FIELD_NAMES).order_by("seq").iterator(chunk_size=SUMMARY_CHUNK)
         tally = RunTally()  # a piece at a time: a run of a million requests is not read into memory
         while chunk := list(islice(requests, SUMMARY_CHUNK)):
             tally.add(chunk)
-        itl = itl_percentiles(self.pk)  # by the database: a run's gaps may not fit in memory
+        itl = itl_percentiles(RequestResult._meta.db_table, self.pk)  # by the database: gaps may not fit in memory
         aggregates, provenance = with_tool_summary(
             tally.result(self.wall_s)._replace(itl_p50=itl[50], itl_p95=itl[95]),
             self.summary,
