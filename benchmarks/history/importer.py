@@ -37,7 +37,8 @@ from ..models import FileImport, RejectedLine, RequestResult, Run
 from ..records.formats import Declared, registry
 from ..records.jsonl import LineError, RecordError
 from ..records.metrics import RunSummary, RunTally, summarize
-from ..records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record, storable_text
+from ..records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record
+from ..records.storable import storable_text
 from ..records.summaries import merge_summaries, with_tool_summary
 from . import derived, rollups, sqlite_batches
 from .reader import NotInOrder, ParsedRun, ReadCounts, Rejects, SpilledFile, read_bench_file, runs_as_read

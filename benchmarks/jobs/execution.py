@@ -39,7 +39,8 @@ from ..history import derived
 from ..models import Job, RequestResult, Run
 from ..models.jobs import MAX_LIVE
 from ..records.errors import OTHER
-from ..records.schema import MAX_ERROR_CHARS, MAX_INT, request_identity, storable_json, storable_text
+from ..records.schema import MAX_ERROR_CHARS, MAX_INT, request_identity
+from ..records.storable import storable_json, storable_text
 from .arrivals import run_key_suffix, send_offsets, wave_rates
 from .client.probe import ProbeError, probe, synthetic_prompt, tokenize
 from .client.stream import Outcome, Progress, session_for, stream_completion

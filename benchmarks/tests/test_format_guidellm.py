@@ -35,7 +35,7 @@ import pytest
 import yaml
 
 from benchmarks.records.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, guidellm
-from benchmarks.records.schema import check_json
+from benchmarks.records.storable import check_json
 
 START = 1772470696.5
 

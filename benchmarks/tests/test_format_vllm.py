@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from benchmarks.records.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, vllm
-from benchmarks.records.schema import check_json
+from benchmarks.records.storable import check_json
 
 
 def serve_result(**overrides: Any) -> dict[str, Any]:

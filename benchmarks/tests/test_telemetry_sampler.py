@@ -21,7 +21,7 @@ from benchmarks.jobs.telemetry import sampler
 from benchmarks.jobs.telemetry.gpu import Gpus
 from benchmarks.jobs.telemetry.sampler import endpoints_from_probe, parse_metrics, sample, slim_slots
 from benchmarks.jobs.telemetry.series import Series
-from benchmarks.records.schema import check_json
+from benchmarks.records.storable import check_json
 
 from .test_jobs_real import live_llama_server
 
