@@ -25,7 +25,7 @@ from kvlab.http import HtmxHttpRequest
 from ..history import derived, sampling
 from ..history.forms import CompareForm
 from ..models import RequestResult, Run
-from ..models.outcomes import OUTCOME_Q, WITH_FAILURES_Q
+from ..models.outcomes import OUTCOME_Q, WITH_FAILURES_Q, with_success_rate
 from ..records import catalogue, sources
 from ..records import series_keys as series
 from ..records.outcomes import FAILED
@@ -33,7 +33,6 @@ from . import figures, timeline_data
 from .days import UtcDay
 from .forms import ChartForm, LoadCurveForm
 from .rendering import render_chart as _render
-from .rendering import with_success_rate
 
 MAX_TIMELINE_POINTS = timeline_data.RAW_MAX  # the benchmarks check the cap they expect
 VALUE_FIELDS = (

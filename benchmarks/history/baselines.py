@@ -26,6 +26,7 @@ from django.db import connection
 
 from ..models.baselines import BaselineComparison, SeriesRun
 from ..records import catalogue, series_keys
+from ..records.metrics import success_rate
 from .changed_runs import ChangedRuns
 
 WINDOWS = (5, 10, 20, 50)  # the windows the regressions page offers: each is kept compared
@@ -276,7 +277,7 @@ def _latest_runs(cursor: Any, family: str, chunk: Sequence[Partition]) -> dict[P
     found: dict[Partition, list[dict[str, Any]]] = {}
     for key, label, server, *rest in cursor.fetchall():
         run = dict(zip(names, rest, strict=True))
-        run["success_rate"] = run["n_ok"] / run["n_requests"] if run["n_requests"] else None
+        run["success_rate"] = success_rate(run["n_ok"], run["n_requests"])
         found.setdefault((key, label, server), []).append(run)
     return found
 

@@ -12,7 +12,7 @@ from django.db.models import F, Q, Value
 
 from kvlab.visibility import as_uploaded
 
-from ..records.metrics import RunTally
+from ..records.metrics import RunTally, success_rate
 from ..records.outcomes import outcome_of
 from ..records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 from ..records.summaries import counts_reported, with_tool_summary
@@ -214,7 +214,7 @@ class Run(models.Model):
 
     @property
     def success_rate(self) -> float | None:
-        return self.n_ok / self.n_requests if self.n_requests else None
+        return success_rate(self.n_ok, self.n_requests)
 
     @property
     def outcome(self) -> str:

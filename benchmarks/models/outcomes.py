@@ -1,8 +1,13 @@
-"""records.outcomes' rule as query filters over Run's columns, for the run list, the charts and the home page."""
+"""records.outcomes' rule and records.metrics.success_rate over Run's columns, for the ORM and for raw SQL:
+the run list, the charts, the home page and the timeline's buckets read them from here."""
 
 from __future__ import annotations
 
-from django.db.models import F, Q
+from collections.abc import Callable
+from typing import Any
+
+from django.db.models import F, FloatField, Q, QuerySet
+from django.db.models.functions import Cast, NullIf
 
 from ..records.outcomes import EMPTY, FAILED, OK, PARTIAL, UNKNOWN
 
@@ -17,3 +22,20 @@ OUTCOME_Q = {
     UNKNOWN: Q(n_requests=0) & _COUNTS_NOT_REPORTED,
 }
 WITH_FAILURES_Q = OUTCOME_Q[PARTIAL] | OUTCOME_Q[FAILED]
+
+
+def failed_sql(column: Callable[[str], str]) -> str:
+    """OUTCOME_Q[FAILED] as raw SQL; column quotes a Run column's name (and may prefix its table)."""
+    return f"({column('n_requests')} > 0 AND {column('n_ok')} = 0)"
+
+
+SUCCESS_RATE = Cast(F("n_ok"), FloatField()) / NullIf(F("n_requests"), 0)
+
+
+def success_rate_sql(column: Callable[[str], str]) -> str:
+    """SUCCESS_RATE as raw SQL: NULL for a run without requests."""
+    return f"CAST({column('n_ok')} AS DOUBLE PRECISION) / NULLIF({column('n_requests')}, 0)"
+
+
+def with_success_rate(runs: QuerySet[Any]) -> QuerySet[Any]:
+    return runs.annotate(success_rate=SUCCESS_RATE)

@@ -25,10 +25,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.charts import figures, regression_views
-from benchmarks.charts.rendering import with_success_rate
 from benchmarks.history import baselines, derived
 from benchmarks.jobs import lifecycle
 from benchmarks.models import BaselineComparison, FileImport, Job, RequestResult, Run, SeriesRun, Server
+from benchmarks.models.outcomes import with_success_rate
 from benchmarks.records import catalogue
 from benchmarks.records import series_keys as series
 
