@@ -11,7 +11,7 @@ its GPU and server flags, 1 run in 20 deviating from them (the timeline's
 ``server_props``; started_at over the year that ends now; concurrency 1..64; about
 6 % of runs failing outright and 8 % losing 1-3 requests; every request with ok,
 status, error, tok/s, TTFT, elapsed and output tokens, and the runs' aggregates from
-benchmarks.history.metrics.summarize, exactly as an import computes them.
+benchmarks.records.metrics.summarize, exactly as an import computes them.
 
 Then django.test.Client requests each chart in-process (middleware, view, template):
 
@@ -203,8 +203,9 @@ def make_cases(model: str, compare_ids: list[int]) -> list[dict[str, Any]]:
 
 def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
     """Assert the response is the real page; what it held."""
-    from benchmarks.charts.figures import COMPARE_METRICS, MAX_CURVES
+    from benchmarks.charts.figures import MAX_CURVES
     from benchmarks.charts.timeline_data import MAX_DRAWN, RAW_MAX
+    from benchmarks.records.catalogue import COMPARE_METRICS
 
     name = f"{case['case']} ({case['format']})"
     assert response.status_code == 200, f"{name}: status {response.status_code}"
@@ -246,6 +247,8 @@ def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
     elif case["kind"] == "compare":
         bars = [t for t in traces if t["type"] == "bar"]
         boxes = [t for t in traces if t["type"] == "box"]
+        from benchmarks.records.catalogue import COMPARE_METRICS
+
         panels = len(COMPARE_METRICS)
         assert len(bars) == panels and all(len(t["y"]) == 12 for t in bars), f"{name}: not {panels} panels of 12 bars"
         assert len(boxes) == 12, f"{name}: {len(boxes)} strips, expected 12"

@@ -141,7 +141,7 @@ def reset_id_sequences() -> None:
 
 def percentile(values: Sequence[float], p: int) -> float:
     """The p-th percentile of unsorted measurements: kvlab's own nearest rank."""
-    from benchmarks.history.metrics import nearest_rank
+    from benchmarks.records.metrics import nearest_rank
 
     value = nearest_rank(sorted(values), p)
     assert value is not None, "no measurements"

@@ -143,8 +143,8 @@ def kvlab_round(base_url: str, launch: str, args: argparse.Namespace, label: str
 
 
 def guidellm_round(exe: Path, base_url: str, tokenizer: Path, args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    from benchmarks.history.formats import Declared
     from benchmarks.history.importer import import_path
+    from benchmarks.records.formats import Declared
 
     out.mkdir(parents=True, exist_ok=True)
     report = out / "benchmarks.json"
@@ -171,8 +171,8 @@ def guidellm_round(exe: Path, base_url: str, tokenizer: Path, args: argparse.Nam
         raise SystemExit(f"guidellm failed (rc {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     imported = import_path(report, origin="command", declared=Declared(gpu="cpu (tiny model)"))
     assert imported.status == "imported", f"kvlab could not import guidellm's report: {imported.status}"
-    from benchmarks.history.summaries import median_of
     from benchmarks.models import Run
+    from benchmarks.records.summaries import median_of
 
     run = Run.objects.filter(first_import=imported).get()
     summary = run.summary or {}

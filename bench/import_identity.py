@@ -45,11 +45,12 @@ import synthetic
 from import_speed import closed_port
 
 LINE_READING = [
-    "benchmarks/history/jsonl.py",
-    "benchmarks/history/records.py",
+    "benchmarks/records/jsonl.py",
+    "benchmarks/records/schema.py",
+    "benchmarks/records/storable.py",
     "benchmarks/history/reader.py",
-    "benchmarks/history/metrics.py",
-    "benchmarks/history/summaries.py",
+    "benchmarks/records/metrics.py",
+    "benchmarks/records/summaries.py",
 ]
 TIME_OF_IMPORT = {"created_at", "applied"}  # applied: django_migrations' time of the migration
 

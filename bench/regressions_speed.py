@@ -47,8 +47,9 @@ def measure_page(runs: int, repeats: int) -> dict[str, Any]:
     from django.test import Client
     from django.urls import reverse
 
-    from benchmarks.charts import figures, regression_views
+    from benchmarks.charts import regression_views
     from benchmarks.history import baselines, derived
+    from benchmarks.records import catalogue
 
     started = time.perf_counter()
     synthetic.insert_lab(runs, requests_of_first=min(runs, 1_000))
@@ -59,14 +60,14 @@ def measure_page(runs: int, repeats: int) -> dict[str, Any]:
     print(f"  filled in {filled:.1f} s; rebuild_all {rebuilt:.1f} s")
     client = Client()
     pages: dict[str, Any] = {}
-    at_most = {f"t_{m}": 1000 for m in figures.METRICS}
+    at_most = {f"t_{m}": 1000 for m in catalogue.METRICS}
     url = reverse("chart-regressions")
 
     def check(response: Any) -> Page:
         assert response.status_code == 200, f"{url}: status {response.status_code}"
         return Page.of(response)
 
-    for grouping in figures.GROUPINGS:
+    for grouping in catalogue.GROUPINGS:
         for name, query in (("default", {}), ("at 1000 %", at_most)):
             params = {"group": grouping, **query}
             timed = page_harness.time_requests(

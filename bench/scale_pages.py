@@ -134,9 +134,9 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
     from django.db import connection
     from django.urls import reverse
 
-    from benchmarks.charts import figures
     from benchmarks.history.forms import KEY_SEARCH_RUNS, SORTS
     from benchmarks.history.views import DISTRIBUTION_SAMPLE, REQUESTS_PER_PAGE
+    from benchmarks.records import catalogue
 
     until = datetime.fromisoformat(meta["until"])
     adapt = connection.ops.adapt_datetimefield_value
@@ -236,14 +236,14 @@ def cases(meta: dict[str, Any]) -> list[dict[str, Any]]:
          "url": reverse("chart-compare"), "params": {"run": big}, "strips": big_strips},
         {**timeline, "page": "timeline", "params": {}},
         *({**timeline, "page": f"timeline by {group}", "params": {"group": group}}
-          for group in figures.GROUPINGS if group != "label"),
+          for group in catalogue.GROUPINGS if group != "label"),
         {**timeline, "page": "timeline, a model", "params": {"model": model}},
         {**timeline, "page": "timeline, last 30 days", "params": zoom},
         {**timeline, "kind": "timeline json", "page": "timeline JSON", "params": {"format": "json"}},
         {"page": "load curve", "kind": "load curve", "url": reverse("chart-load"), "params": {"model": model}},
         {**regressions, "page": "regressions", "params": {}},
         *({**regressions, "page": f"regressions by {group}", "params": {"group": group}}
-          for group in figures.GROUPINGS if group != "label"),
+          for group in catalogue.GROUPINGS if group != "label"),
         {"page": "home", "kind": "home", "url": reverse("home"), "params": {}},
         {"page": "job list", "kind": "jobs", "url": reverse("job-list"), "params": {}, "jobs": min(50, n_jobs)},
         {"page": "job list, last page", "kind": "jobs", "url": reverse("job-list"), "params": {"page": last_job_page},

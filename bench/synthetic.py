@@ -17,7 +17,7 @@ From one seed (``SEED``), always the same data:
   tokens and a distinct content hash; decode speed follows the model, GPU, KV cache
   type and concurrency. A run's aggregates (n_ok, tok/s mean/min/max, throughput,
   TTFT p50/p95, E2E p95, effective wall time) come from
-  benchmarks.history.metrics.summarize, exactly as an import computes them.
+  benchmarks.records.metrics.summarize, exactly as an import computes them.
 
 The views of it
 ---------------
@@ -45,7 +45,7 @@ from typing import Any, NamedTuple
 
 import common  # noqa: F401  (puts the repository root on sys.path, for benchmarks.*)
 
-from benchmarks.history.metrics import summarize
+from benchmarks.records.metrics import summarize
 
 SEED = 1_000_000
 REQUESTS_PER_RUN = 10
@@ -351,8 +351,8 @@ def insert_lab(
     """
     from django.db import connection, transaction
 
-    from benchmarks.history.records import REQUEST_FIELD_NAMES
     from benchmarks.models import RequestResult, Run
+    from benchmarks.records.schema import REQUEST_FIELD_NAMES
 
     assert REQUEST_COLUMNS[2:13] == REQUEST_FIELD_NAMES, "the request fields changed; update bench/synthetic.py"
     request_fields = {f.attname for f in RequestResult._meta.concrete_fields if not f.primary_key}
@@ -458,7 +458,7 @@ def tool_summary(lab_run: LabRun) -> dict[str, Any]:
 
 def export_records(lab_run: LabRun) -> Iterator[dict[str, Any]]:
     """A run as export_bench writes it in kvlab.bench/2: its summary record, then one record per request."""
-    from benchmarks.history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, to_canonical_v2
+    from benchmarks.records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, to_canonical_v2
 
     run = lab_run.run
     values = {name: run.get("key" if name == "run_id" else name) for name in RUN_FIELD_NAMES}

@@ -31,7 +31,7 @@ def check_record(s: Sizing, n_ok: int, n_requests: int, *, has_failures: bool, f
     """Do the run's measured requests agree with what kvlab predicts for its recorded flags?
 
     `has_failures`: whether the run counts as one with failed requests, by the history's one rule of a
-    run's outcome (benchmarks.history.outcomes), which the caller applies.
+    run's outcome (benchmarks.records.outcomes), which the caller applies.
     When they do not agree, say what would explain it: a -c recorded per slot rather than for the
     whole server (the investigation's C2), or flags other than the recorded ones."""
     if s.prediction is None or not n_requests:

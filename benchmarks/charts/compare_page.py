@@ -10,14 +10,16 @@ from django.db.models import F, OuterRef, Q, Subquery
 from ..history import sampling
 from ..history.forms import CompareForm
 from ..models import RequestResult, Run
-from . import figures, series
-from .rendering import with_success_rate
+from ..models.outcomes import with_success_rate
+from ..records import catalogue
+from ..records import series_keys as series
+from . import figures
 from .run_values import TOOL_FIELDS, VALUE_FIELDS
 
 
 def runs_by_id(ids: list[int]) -> dict[int, dict[str, Any]]:
     """The values of the runs of ids that exist, by id: fields, the compared metrics, and their requests' span."""
-    values = {f"value_{k}": F(figures.METRICS[k].column) for k in figures.COMPARE_METRICS}
+    values = {f"value_{k}": F(catalogue.METRICS[k].column) for k in catalogue.COMPARE_METRICS}
     last_seq = RequestResult.objects.filter(run_id=OuterRef("pk")).order_by("-seq").values("seq")[:1]
     return {
         r["pk"]: r

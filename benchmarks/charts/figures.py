@@ -12,15 +12,14 @@ from __future__ import annotations
 import functools
 import html
 import math
-import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from ..history import sources
-from ..history.outcomes import FAILED, outcome_of
-from . import series
+from ..records import series_keys, sources
+from ..records.catalogue import COMPARE_METRICS, GROUPINGS, METRICS, Comparison, Metric, baseline_comparison
+from ..records.outcomes import FAILED, outcome_of
 
 WEBGL_POINTS = 1000  # above this many points a series is drawn with WebGL (scattergl)
 # Past this many changes of configuration (or of workload) in one chart, a marker per change is noise
@@ -42,52 +41,18 @@ MIN_LINE_RUNS = 2
 FAIL_COLOR = "#b3261e"
 
 
-@dataclass(frozen=True)
-class Metric:
-    key: str
-    label: str
-    column: str
-    higher_is_better: bool
-    formula: str
-
-
-METRICS = {
-    m.key: m
-    for m in (
-        Metric("tok_s", "decode tok/s per request", "tok_s_mean", True, "mean of ok requests' tok/s"),
-        Metric("throughput", "aggregate throughput (tok/s)", "throughput_tok_s", True, "Σ output tokens / wall time"),
-        Metric("success", "success rate", "success_rate", True, "ok requests / requests"),
-        Metric("ttft_p50", "TTFT p50 (s)", "ttft_p50", False, "median time to first token of ok requests"),
-        Metric("ttft_p95", "TTFT p95 (s)", "ttft_p95", False, "95th percentile time to first token"),
-        Metric("e2e_p95", "E2E latency p95 (s)", "e2e_p95", False, "95th percentile request latency"),
-        Metric("e2e_p50", "E2E latency p50 (s)", "e2e_p50", False, "median request latency of ok requests"),
-        Metric("itl_p50", "ITL p50 (s)", "itl_p50", False, "median gap between two streamed tokens"),
-        Metric("itl_p95", "ITL p95 (s)", "itl_p95", False, "95th percentile gap between two streamed tokens"),
-        Metric("tpot_p50", "TPOT p50 (s)", "tpot_p50", False, "median of (E2E − TTFT) / (output tokens − 1)"),
-        Metric("tpot_p95", "TPOT p95 (s)", "tpot_p95", False, "95th percentile of (E2E − TTFT) / (output tokens − 1)"),
-        Metric("wall", "wall time (s)", "effective_wall_s", False, "reported, else the longest request"),
-    )
-}
-GROUPINGS = {
-    "label": ("config label", ("label",)),
-    "model": ("model", ("model",)),
-    "gpu": ("GPU", ("gpu",)),
-    "server": ("server", ("job__server__name",)),
-    "config": ("configuration", series.FLAG_FIELDS),
-    "series": ("configuration + workload", (*series.FLAG_FIELDS, *series.WORKLOAD_FIELDS)),
-}
-CHANGE_FIELDS = (*series.CONFIG_FIELDS, "build")  # a change within a line is marked with a diamond
+CHANGE_FIELDS = (*series_keys.CONFIG_FIELDS, "build")  # a change within a line is marked with a diamond
 CHANGE_KINDS = {  # a change within a line: the fields that make it, its marker
     "configuration": (CHANGE_FIELDS, "diamond-open"),
-    "workload": (series.WORKLOAD_FIELDS, "square-open"),
+    "workload": (series_keys.WORKLOAD_FIELDS, "square-open"),
 }
 NOTE_COLOR = "#8a5a00"
 
 
-# What series.flags_label and series.workload_label read: a configuration's name, a series' name.
+# What series_keys.flags_label and series_keys.workload_label read: a configuration's name, a series' name.
 _NAMED_BY = {
-    "config": (*series.FLAG_FIELDS, "engine", "server_flags"),
-    "series": (*series.FLAG_FIELDS, "engine", "server_flags", *series.WORKLOAD_FIELDS),
+    "config": (*series_keys.FLAG_FIELDS, "engine", "server_flags"),
+    "series": (*series_keys.FLAG_FIELDS, "engine", "server_flags", *series_keys.WORKLOAD_FIELDS),
 }
 
 
@@ -96,7 +61,7 @@ GREY_NAMED_BY = {"config": "flags", "series": "flags and workload"}  # what name
 
 def group_name(row: Mapping[str, Any], grouping: str) -> str:
     if grouping in _NAMED_BY:  # a timeline asks for each of its 2,000 rows' name three times: named once
-        return _composed_name(grouping, series.key(row, _NAMED_BY[grouping]))
+        return _composed_name(grouping, series_keys.key(row, _NAMED_BY[grouping]))
     field = GROUPINGS[grouping][1][0]
     return str(row.get(field) or "(none)")
 
@@ -105,8 +70,8 @@ def group_name(row: Mapping[str, Any], grouping: str) -> str:
 def _composed_name(grouping: str, values: tuple[Any, ...]) -> str:
     row = dict(zip(_NAMED_BY[grouping], values, strict=True))
     if grouping == "config":
-        return series.flags_label(row)
-    return f"{series.flags_label(row)} · {series.workload_label(row)}"
+        return series_keys.flags_label(row)
+    return f"{series_keys.flags_label(row)} · {series_keys.workload_label(row)}"
 
 
 def literal(value: object) -> str:
@@ -120,13 +85,13 @@ def _round(value: float | None) -> float | None:
 
 def _describe_change(before: Mapping[str, Any], after: Mapping[str, Any], fields: Sequence[str]) -> str:
     return "; ".join(
-        f"{series.FIELD_NAMES[f]}: {literal(before.get(f))} → {literal(after.get(f))}"
+        f"{series_keys.FIELD_NAMES[f]}: {literal(before.get(f))} → {literal(after.get(f))}"
         for f in fields
         if before.get(f) != after.get(f)
     )
 
 
-def mixed_note(mixed: Sequence[series.Mixed], n_groups: int) -> dict[str, Any]:
+def mixed_note(mixed: Sequence[series_keys.Mixed], n_groups: int) -> dict[str, Any]:
     """A warning written into the figure itself, so that a saved PNG carries it too."""
     some = "every line mixes" if len(mixed) == n_groups else f"{len(mixed)} of {n_groups} lines mix"
     return {
@@ -142,13 +107,13 @@ def mixed_note(mixed: Sequence[series.Mixed], n_groups: int) -> dict[str, Any]:
     }
 
 
-def mixed_lines(rows: Iterable[Mapping[str, Any]], grouping: str) -> list[series.Mixed]:
+def mixed_lines(rows: Iterable[Mapping[str, Any]], grouping: str) -> list[series_keys.Mixed]:
     """The lines of a timeline that mix configurations or workloads."""
-    return series.mixed_groups(rows, lambda row: group_name(row, grouping))
+    return series_keys.mixed_groups(rows, lambda row: group_name(row, grouping))
 
 
 def timeline(
-    rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str, mixed: Sequence[series.Mixed] | None = None
+    rows: Sequence[Mapping[str, Any]], metric: Metric, grouping: str, mixed: Sequence[series_keys.Mixed] | None = None
 ) -> dict[str, Any]:
     """One line per group over time; failed runs as red crosses; configuration and workload changes marked.
 
@@ -275,7 +240,7 @@ def timeline_by_model(
     traces: list[dict[str, Any]] = []
     layout: dict[str, Any] = {"hovermode": "closest", "margin": {"t": 40}, "legend": {"orientation": "h"}}
     annotations: list[dict[str, Any]] = []
-    all_mixed: list[series.Mixed] = []
+    all_mixed: list[series_keys.Mixed] = []
     n_groups = 0
     for i, model in enumerate(shown):
         axis = "" if i == 0 else str(i + 1)
@@ -361,7 +326,7 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
         }
         traces.append(trace)
         for kind, (fields, _) in CHANGE_KINDS.items():
-            keys = [series.key(row, fields) for row in points]
+            keys = [series_keys.key(row, fields) for row in points]
             where = [i for i in range(1, len(points)) if keys[i] != keys[i - 1]]
             if where:
                 changes[kind].append(_Changes(trace, points, where))
@@ -444,13 +409,13 @@ def _hover_facts(points: Sequence[Mapping[str, Any]], lines: Sequence[str] | Non
     In a lab where nearly every run has its own prompt size, one such string per point was two thirds
     of a 10,000-run timeline's page (~100 bytes a point); these take ~20.
     """
-    keys = [series.key(row, series.FLAG_FIELDS) for row in points]
+    keys = [series_keys.key(row, series_keys.FLAG_FIELDS) for row in points]
     table: dict[tuple[Any, ...], int] = {}
     flags: list[str] = []
     for key, row in zip(keys, points, strict=True):
         if key not in table:
             table[key] = len(flags)
-            flags.append(literal(series.flags_label(row)))
+            flags.append(literal(series_keys.flags_label(row)))
     facts: dict[str, list[Any]] = {
         "flags": flags,
         "flag": [table[key] for key in keys],
@@ -461,7 +426,7 @@ def _hover_facts(points: Sequence[Mapping[str, Any]], lines: Sequence[str] | Non
         "n_predict": [row.get("n_predict_max") for row in points],
     }
     rates = [row.get("request_rate") for row in points]
-    if any(rate is not None for rate in rates):  # part of the workload (series.workload_label) when set
+    if any(rate is not None for rate in rates):  # part of the workload (series_keys.workload_label) when set
         facts["rate"] = rates
     if lines is not None:
         names = {name: i for i, name in enumerate(dict.fromkeys(lines))}
@@ -471,7 +436,8 @@ def _hover_facts(points: Sequence[Mapping[str, Any]], lines: Sequence[str] | Non
     kinds = [sources.kind_of(row.get("value_source")) for row in points]
     if any(kind != sources.REQUESTS for kind in kinds):
         notes = [
-            literal(sources.source_note(kind, series.measured_by(row))) for kind, row in zip(kinds, points, strict=True)
+            literal(sources.source_note(kind, series_keys.measured_by(row)))
+            for kind, row in zip(kinds, points, strict=True)
         ]
         index = {note: i for i, note in enumerate(dict.fromkeys(notes))}
         facts["sources"] = list(index)
@@ -497,9 +463,6 @@ def _markers(
         "hovertemplate": "%{text}<extra></extra>",
         "marker": {"symbol": symbol, "size": 11, "color": color},
     }
-
-
-COMPARE_METRICS = ("success", "tok_s", "throughput", "ttft_p95", "e2e_p95", "itl_p95")
 
 
 def compare(
@@ -542,7 +505,8 @@ def compare(
         }
         if with_tools:
             bars["text"] = [
-                literal(sources.source_note(sources.row_sources(r, metric.column), series.measured_by(r))) for r in runs
+                literal(sources.source_note(sources.row_sources(r, metric.column), series_keys.measured_by(r)))
+                for r in runs
             ]
             bars["textposition"] = "none"
             bars["hovertemplate"] = "%{x}<br>" + metric.label + ": %{y}<br>%{text}<extra></extra>"
@@ -678,7 +642,7 @@ def _hide_axes(layout: dict[str, Any], i: int) -> None:
 
 
 # held fixed along a curve: GPU first, prompt and n_predict last; the tool too (tools time requests their own way)
-CURVE_FIELDS = ("gpu", "engine", "tool", "server_flags", *series.FLAG_FIELDS, "prompt_tokens_max", "n_predict_max")
+CURVE_FIELDS = ("gpu", "engine", "tool", "server_flags", *series_keys.FLAG_FIELDS, "prompt_tokens_max", "n_predict_max")
 # What a load curve's x axis can be: the run column, and its name on the page.
 LOAD_AXES = {"concurrency": "concurrency", "request_rate": "request rate (req/s)"}
 MAX_CURVES = 8
@@ -720,17 +684,17 @@ def curves(
     `x`: the point's key on the x axis (concurrency, or request_rate); `fields` are held fixed along a curve."""
     by_key: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for point in points:
-        by_key.setdefault(series.key(point, fields), []).append(point)
+        by_key.setdefault(series_keys.key(point, fields), []).append(point)
     groups = list(by_key.values())
     several_gpus = len({g[0].get("gpu") for g in groups}) > 1
     several_workloads = len({(g[0].get("prompt_tokens_max"), g[0].get("n_predict_max")) for g in groups}) > 1
-    several_tools = len({series.measured_by(g[0]) for g in groups}) > 1
+    several_tools = len({series_keys.measured_by(g[0]) for g in groups}) > 1
     found = []
     for rows in by_key.values():
         rows = sorted(rows, key=lambda p: p[x])
         first = rows[0]
         labels = {p["label_min"] for p in rows} | {p["label_max"] for p in rows}
-        name = series.flags_label(first)
+        name = series_keys.flags_label(first)
         if len(labels) == 1 and first["label_min"]:
             name = f"{first['label_min']}: {name}"
         if several_gpus:
@@ -738,7 +702,7 @@ def curves(
         if several_workloads:
             name += f" · prompt {first['prompt_tokens_max']} tok · n_predict {first['n_predict_max']}"
         if first.get("tool") or several_tools:
-            name += f" ({series.measured_by(first) or 'kvlab'})"  # no tool named: kvlab's own JSONL
+            name += f" ({series_keys.measured_by(first) or 'kvlab'})"  # no tool named: kvlab's own JSONL
         knee = None
         for prev, cur in zip(rows, rows[1:], strict=False):
             if (
@@ -852,7 +816,7 @@ def _curve_sources(curve: Curve) -> list[str]:
     """Hover notes saying whose figures a curve's points are, when any is a tool's own (else none)."""
     if not any(p.get("tool_runs") for p in curve.points):
         return []
-    tool = series.measured_by(curve.points[0]) or "the tool"
+    tool = series_keys.measured_by(curve.points[0]) or "the tool"
     return [
         literal(
             f"{tool}'s own figures"
@@ -880,35 +844,6 @@ class Regression:
     history: int
 
 
-class Comparison(NamedTuple):
-    baseline: float  # the median of the earlier values
-    change: float  # relative, signed so that negative is worse
-    spread: float | None  # their standard deviation, with three or more
-    history: int  # how many earlier values
-
-
-def baseline_comparison(now: float | None, past: Sequence[float], metric: Metric) -> Comparison | None:
-    """The latest value against the median of the earlier ones, when the latest is worse.
-
-    Worse means a change in the metric's bad direction and, with three or more earlier values,
-    beyond two standard deviations of them (their spread); None otherwise, or with nothing to
-    compare. The one rule of the regressions page: its thresholds then only ask "by how much".
-    """
-    if now is None or not past:
-        return None
-    base = statistics.median(past)
-    if base == 0:
-        return None
-    change = (now - base) / abs(base)
-    worse = -change if metric.higher_is_better else change
-    if not worse > 0:
-        return None
-    spread = statistics.stdev(past) if len(past) >= 3 else None
-    if spread is not None and not abs(now - base) > 2 * spread:
-        return None
-    return Comparison(base, -worse, spread, len(past))
-
-
 def regressions(
     rows: Sequence[Mapping[str, Any]], metrics: Sequence[Metric], thresholds: Mapping[str, float], *, window: int = 10
 ) -> list[Regression]:
@@ -920,7 +855,7 @@ def regressions(
     """
     by_series: dict[tuple[Any, ...], list[Mapping[str, Any]]] = {}
     for row in rows:
-        by_series.setdefault((row["group"], *series.key(row)), []).append(row)
+        by_series.setdefault((row["group"], *series_keys.key(row)), []).append(row)
     found: list[Regression] = []
     for runs in by_series.values():
         latest, earlier = runs[-1], runs[-1 - window : -1]
@@ -936,8 +871,8 @@ def regression(latest: Mapping[str, Any], metric: Metric, compared: Comparison) 
     """A row of the regressions page: the latest run (its group, fields, pk and key) and its comparison."""
     return Regression(
         group=latest["group"],
-        configuration=f"{latest.get('model') or '?'} on {latest.get('gpu') or '?'}: " + series.flags_label(latest),
-        workload=series.workload_label(latest),
+        configuration=f"{latest.get('model') or '?'} on {latest.get('gpu') or '?'}: " + series_keys.flags_label(latest),
+        workload=series_keys.workload_label(latest),
         metric=metric,
         latest=latest[metric.column],
         baseline=compared.baseline,

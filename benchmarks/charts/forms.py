@@ -10,20 +10,21 @@ from django.db.models import QuerySet
 from ..history.baselines import WINDOWS
 from ..history.forms import RunFilterForm, ValueFilterField, offer_top
 from ..models import Run
+from ..records import catalogue
 from . import figures
 
 
 class ChartForm(RunFilterForm):
-    metric = forms.ChoiceField(choices=[(m.key, m.label) for m in figures.METRICS.values()], required=False)
-    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)
+    metric = forms.ChoiceField(choices=[(m.key, m.label) for m in catalogue.METRICS.values()], required=False)
+    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in catalogue.GROUPINGS.items()], required=False)
     x0 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown from")
     x1 = forms.DateTimeField(required=False, widget=forms.HiddenInput, label="shown to")
     sort = None  # type: ignore[assignment]
     per_page = None  # type: ignore[assignment]
     page = None  # type: ignore[assignment]
 
-    def metric_obj(self) -> figures.Metric:
-        return figures.METRICS[self.cleaned_data.get("metric") or "tok_s"]
+    def metric_obj(self) -> catalogue.Metric:
+        return catalogue.METRICS[self.cleaned_data.get("metric") or "tok_s"]
 
     def grouping(self) -> str:
         return self.cleaned_data.get("group") or "label"
@@ -71,7 +72,7 @@ class LoadCurveForm(forms.Form):
 
 
 class RegressionForm(forms.Form):
-    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in figures.GROUPINGS.items()], required=False)
+    group = forms.ChoiceField(choices=[(k, v[0]) for k, v in catalogue.GROUPINGS.items()], required=False)
     # The windows history.baselines keeps compared as runs arrive: the page never ranks the history itself.
     window = forms.TypedChoiceField(
         choices=[(w, f"previous {w} runs") for w in WINDOWS], coerce=int, required=False, initial=10
@@ -79,7 +80,7 @@ class RegressionForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for metric in figures.METRICS.values():
+        for metric in catalogue.METRICS.values():
             self.fields[f"t_{metric.key}"] = forms.FloatField(
                 min_value=0, max_value=1000, required=False, initial=5, label=f"{metric.label} threshold (%)"
             )
@@ -88,5 +89,5 @@ class RegressionForm(forms.Form):
         return {
             m.key: (self.cleaned_data.get(f"t_{m.key}") if self.cleaned_data.get(f"t_{m.key}") is not None else 5.0)
             / 100
-            for m in figures.METRICS.values()
+            for m in catalogue.METRICS.values()
         }

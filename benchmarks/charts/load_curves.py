@@ -6,8 +6,9 @@ from typing import Any
 
 from django.db.models import Avg, Count, Max, Min, QuerySet, Subquery
 
-from ..history.outcomes import FAILED, OUTCOME_Q
 from ..models import Run
+from ..models.outcomes import OUTCOME_Q
+from ..records.outcomes import FAILED
 from . import figures
 from .run_values import TOOL_FIGURES
 

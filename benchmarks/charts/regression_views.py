@@ -20,6 +20,7 @@ from kvlab.http import HtmxHttpRequest
 
 from ..history import baselines, derived
 from ..models import DerivedBacklog, Run
+from ..records import catalogue
 from . import figures
 from .forms import RegressionForm
 from .rendering import render_chart
@@ -61,7 +62,7 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
         queued = _queue_unfiled()
         n_pending, pending_since = derived.pending()
     found = [
-        figures.regression(row, figures.METRICS[row["metric"]], row["compared"])
+        figures.regression(row, catalogue.METRICS[row["metric"]], row["compared"])
         for row in _grouped(rows, grouping, request.user)
     ]
     context.update(
@@ -70,7 +71,7 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
         found_capped=n_found > MAX_COUNTED,
         max_shown=MAX_REGRESSIONS_SHOWN,
         grouping=grouping,
-        grouping_label=figures.GROUPINGS[grouping][0],
+        grouping_label=catalogue.GROUPINGS[grouping][0],
         queued=queued,
         # what the worker is counting: a bulk fill's runs this page queued, or an import's
         catching_up=bool(queued) or (n_pending > 0 and _queued_by_a_view()),

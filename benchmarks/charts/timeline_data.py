@@ -19,11 +19,11 @@ from typing import Any
 
 from django.db.models import Max, Min, QuerySet, Sum
 
-from ..history.outcomes import FAILED
 from ..models import Run
 from ..models.rollups import KEY_FIELDS, SPANS, WEEK, TimelineBucket, bucket_start
 from ..models.run_queries import NEWEST_FIRST
-from .figures import GROUPINGS, Metric
+from ..records.catalogue import GROUPINGS, Metric
+from ..records.outcomes import FAILED
 
 # Runs drawn one by one; more than this in the range are drawn as buckets. Chromium paints about 0.1 ms
 # a point on a 2-core machine, past 200 ms of Plotly's own start: 2,000 points keep a page under 500 ms.

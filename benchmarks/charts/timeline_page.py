@@ -8,15 +8,15 @@ from typing import Any
 from django.db.models import F
 from django.db.models.fields.json import KT
 
-from ..history import sources
 from ..history.forms import CompareForm
+from ..records import catalogue, sources
 from . import figures, timeline_data
 from .run_values import TOOL_FIELDS, VALUE_FIELDS
 
 
-def raw_values(metric: figures.Metric, grouping: str) -> dict[str, Any]:
+def raw_values(metric: catalogue.Metric, grouping: str) -> dict[str, Any]:
     """What a run read raw gives: its fields, the grouping's, the metric's value, and whose the figure is."""
-    group_fields = figures.GROUPINGS[grouping][1]
+    group_fields = catalogue.GROUPINGS[grouping][1]
     return {
         "args": (
             *VALUE_FIELDS,
@@ -32,20 +32,20 @@ def raw_values(metric: figures.Metric, grouping: str) -> dict[str, Any]:
     }
 
 
-def download_rows(data: timeline_data.TimelineData, metric: figures.Metric, grouping: str) -> list[dict[str, Any]]:
+def download_rows(data: timeline_data.TimelineData, metric: catalogue.Metric, grouping: str) -> list[dict[str, Any]]:
     """The flat rows of a download: the buckets of an overview, else the runs."""
     return [_flat_bucket(b, metric, grouping, data.span_s) for b in data.buckets] or [
         _flat(r, metric) for r in data.rows
     ]
 
 
-def _flat(row: dict[str, Any], metric: figures.Metric) -> dict[str, Any]:
+def _flat(row: dict[str, Any], metric: catalogue.Metric) -> dict[str, Any]:
     flat = {k: row.get(k) for k in VALUE_FIELDS}
     flat[metric.key] = row.get("value")
     return flat
 
 
-def _flat_bucket(bucket: dict[str, Any], metric: figures.Metric, grouping: str, span_s: int) -> dict[str, Any]:
+def _flat_bucket(bucket: dict[str, Any], metric: catalogue.Metric, grouping: str, span_s: int) -> dict[str, Any]:
     """A reduced point as the download gives it: the bucket, its counts, its min and max (no run)."""
     start = timeline_data.when(bucket["start"])
     return {
@@ -62,7 +62,7 @@ def _flat_bucket(bucket: dict[str, Any], metric: figures.Metric, grouping: str, 
 
 def shown(
     data: timeline_data.TimelineData,
-    metric: figures.Metric,
+    metric: catalogue.Metric,
     grouping: str,
     x0: datetime | None,
     x1: datetime | None,
@@ -80,7 +80,7 @@ def shown(
     return {
         "metric": metric,
         "grouping": grouping,
-        "grouping_label": figures.GROUPINGS[grouping][0],
+        "grouping_label": catalogue.GROUPINGS[grouping][0],
         "mixed": mixed,
         "figure": figure,
         "n_points": data.n_runs if data.buckets else len(rows),

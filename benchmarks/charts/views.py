@@ -20,14 +20,15 @@ from kvlab.http import HtmxHttpRequest
 
 from ..history import derived
 from ..history.forms import CompareForm
-from ..history.outcomes import WITH_FAILURES_Q
 from ..models import Run
-from . import compare_page, downloads, figures, load_curves, series, timeline_data, timeline_page
+from ..models.outcomes import WITH_FAILURES_Q, with_success_rate
+from ..records import catalogue
+from ..records import series_keys as series
+from . import compare_page, downloads, figures, load_curves, timeline_data, timeline_page
 from .days import UtcDay
 from .downloads import DOWNLOAD_FORMATS
 from .forms import ChartForm, LoadCurveForm
 from .rendering import render_chart as _render
-from .rendering import with_success_rate
 from .run_values import TOOL_FIELDS, VALUE_FIELDS
 
 MAX_TIMELINE_POINTS = timeline_data.RAW_MAX  # the benchmarks check the cap they expect
@@ -129,7 +130,7 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
     )
     trend_rows.sort(key=lambda r: (figures.group_name(r, "label"), r["started_at"], r["pk"]))
     trend, hidden_models = (
-        figures.timeline_by_model(trend_rows, figures.METRICS["tok_s"], "label") if trend_rows else (None, [])
+        figures.timeline_by_model(trend_rows, catalogue.METRICS["tok_s"], "label") if trend_rows else (None, [])
     )
     failure_figure = figures.failures_by_day(failures) if failures else None
     context = {

@@ -1,12 +1,12 @@
 """Keep the regressions page's tables (models.baselines) current as runs change, and read them.
 
 A dated run is filed under its series (SeriesRun) by a 64-bit hash of its configuration and
-workload (charts.series.SERIES_FIELDS), computed set-based in SQL: md5 of the fields quoted as
+workload (records.series_keys.SERIES_FIELDS), computed set-based in SQL: md5 of the fields quoted as
 SQL literals on PostgreSQL; on SQLite, which has no hash, blake2b of their values through a
 function registered on the connection (NULL apart from '', every float exact either way).
 When runs change, each series they were or are in is compared again, per family (alone,
 within a label, within a server):
-its latest DEPTH runs are read down an index, and charts.figures.baseline_comparison decides,
+its latest DEPTH runs are read down an index, and records.catalogue.baseline_comparison decides,
 for every window of WINDOWS and every metric, whether the latest run is worse (BaselineComparison
 keeps only those). A series with a single run has nothing to compare: a new run alone in its
 series costs one row and no comparison, which keeps an import of new series cheap.
@@ -24,8 +24,9 @@ from typing import Any
 
 from django.db import connection
 
-from ..charts import figures, series
 from ..models.baselines import BaselineComparison, SeriesRun
+from ..records import catalogue, series_keys
+from ..records.metrics import success_rate
 from .changed_runs import ChangedRuns
 
 WINDOWS = (5, 10, 20, 50)  # the windows the regressions page offers: each is kept compared
@@ -36,7 +37,7 @@ FAMILY_COLUMNS = {  # the SeriesRun columns that tell a family's series apart
     BaselineComparison.Family.SERVER: ("series_key", "server_pk"),
 }
 PARTITIONS_PER_QUERY = 300  # series read (and replaced) per statement
-METRICS = list(figures.METRICS.values())
+METRICS = list(catalogue.METRICS.values())
 VALUE_COLUMNS = tuple(m.column for m in METRICS if m.column != "success_rate")
 
 Partition = tuple[int, str, int]  # (series_key, label, server_pk), the columns a family ignores blank
@@ -60,7 +61,7 @@ def _hash64(*values: Any) -> int:
 def _series_key(alias: str) -> str:
     """SQL: the series key of the run `alias`, on either engine."""
     normalised = {"request_rate": f"({alias}.{_q('request_rate')} + 0.0)"}  # -0.0 is 0.0, as SQL compares
-    fields = [normalised.get(f, f"{alias}.{_q(f)}") for f in series.SERIES_FIELDS]
+    fields = [normalised.get(f, f"{alias}.{_q(f)}") for f in series_keys.SERIES_FIELDS]
     if connection.vendor == "postgresql":  # the fields as SQL literals (NULL apart from ''), md5 of them joined
         quoted = " || ',' || ".join(f"quote_nullable({f})" for f in fields)
         return f"('x' || substr(md5({quoted}), 1, 16))::bit(64)::bigint"
@@ -276,7 +277,7 @@ def _latest_runs(cursor: Any, family: str, chunk: Sequence[Partition]) -> dict[P
     found: dict[Partition, list[dict[str, Any]]] = {}
     for key, label, server, *rest in cursor.fetchall():
         run = dict(zip(names, rest, strict=True))
-        run["success_rate"] = run["n_ok"] / run["n_requests"] if run["n_requests"] else None
+        run["success_rate"] = success_rate(run["n_ok"], run["n_requests"])
         found.setdefault((key, label, server), []).append(run)
     return found
 
@@ -290,14 +291,14 @@ def _comparisons(runs: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, ...]]
         earlier = runs[1 : depth + 1]
         for metric in METRICS:
             past = [r[metric.column] for r in earlier if r[metric.column] is not None]
-            compared = figures.baseline_comparison(latest[metric.column], past, metric)
+            compared = catalogue.baseline_comparison(latest[metric.column], past, metric)
             if compared is not None:
                 yield (depth, metric.key, latest["id"], latest[metric.column], *compared)
 
 
 # --- reading: the regressions page ---------------------------------------------------------------
 
-SHOWN_RUN_FIELDS = ("key", "label", *series.SERIES_FIELDS)
+SHOWN_RUN_FIELDS = ("key", "label", *series_keys.SERIES_FIELDS)
 BOOLEAN_FIELDS = ("kv_unified", "kv_offload")  # SQLite hands them back as 0 and 1
 
 
@@ -370,9 +371,9 @@ def worst(
         row = _run_values(run) | {
             "pk": run_pk,
             "metric": metric,
-            "compared": figures.Comparison(baseline, change, spread, history),
+            "compared": catalogue.Comparison(baseline, change, spread, history),
         }
-        row[figures.METRICS[metric].column] = latest
+        row[catalogue.METRICS[metric].column] = latest
         rows.append(row)
     rows.sort(key=lambda row: (row["compared"].change, row["pk"]))
     return rows, fetched[0][0], fetched[0][1]

@@ -2,7 +2,7 @@
 
 Runs of different tools compare on the same figures: a summary-only run's are the tool's own
 percentiles and counts, a kvlab run's are computed from its requests; when any compared run
-holds a tool's summary, every figure says which it is (history.sources).
+holds a tool's summary, every figure says which it is (records.sources).
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..charts import series
-from ..jobs import repeats
 from ..models import Run
-from . import outcomes, sources
+from ..records import outcomes, series_keys, sources
+from ..records.catalogue import NOISE_FIGURES, NOISY_FACTOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,31 +149,31 @@ def compare_rows(
 
 def compare_warnings(runs: Sequence[Run]) -> list[str]:
     """Why these runs may not compare like with like: other tools, configurations or workloads."""
-    rows = [{name: getattr(run, name) for name in (*series.SERIES_FIELDS, "tool", "source")} for run in runs]
-    return series.like_with_like(rows)
+    rows = [{name: getattr(run, name) for name in (*series_keys.SERIES_FIELDS, "tool", "source")} for run in runs]
+    return series_keys.like_with_like(rows)
 
 
 def noisy_pairs(runs: Sequence[Run]) -> list[str]:
     """Runs of one configuration and workload, by one tool, whose figures differ by more than
-    repeats.NOISY_FACTOR: one of them (or both) was measured on a disturbed machine."""
+    NOISY_FACTOR: one of them (or both) was measured on a disturbed machine."""
     found = []
     for i, first in enumerate(runs):
         for second in runs[i + 1 :]:
-            same = series.key(vars(first)) == series.key(vars(second)) and (first.tool, first.source) == (
+            same = series_keys.key(vars(first)) == series_keys.key(vars(second)) and (first.tool, first.source) == (
                 second.tool,
                 second.source,
             )
             if not same:
                 continue
-            for column, words, unit, _ in repeats.FIGURES:
+            for column, words, unit, _ in NOISE_FIGURES:
                 a, b = getattr(first, column), getattr(second, column)
                 if a is None or b is None or min(a, b) <= 0:
                     continue
                 factor = max(a, b) / min(a, b)
-                if factor > repeats.NOISY_FACTOR:
+                if factor > NOISY_FACTOR:
                     found.append(
                         f"{first.key} and {second.key} share their configuration and workload, yet their {words} "
-                        f"differs {factor:.1f}× ({a:,.3g} vs {b:,.3g} {unit}, more than {repeats.NOISY_FACTOR:g}×): "
+                        f"differs {factor:.1f}× ({a:,.3g} vs {b:,.3g} {unit}, more than {NOISY_FACTOR:g}×): "
                         "noisy — a loaded machine, a cold start or another client on the server; rerun before "
                         "trusting either"
                     )

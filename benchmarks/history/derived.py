@@ -26,6 +26,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.db.models import Min, Sum
 
+from .. import enqueue
 from ..models import DerivedBacklog
 from . import baselines, rollups
 from .changed_runs import ChangedRuns
@@ -116,10 +117,8 @@ def _ask_worker() -> None:
 
 
 def _publish() -> None:
-    from ..tasks import catch_up_derived
-
     try:
-        catch_up_derived.apply_async(retry=False)
+        enqueue.catch_up_derived()
     except Exception as error:  # noqa: BLE001 — the import has committed; the backlog row waits
         log.warning("derived tables: could not queue the catch-up (%s); the worker's beat will", type(error).__name__)
 

@@ -15,8 +15,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from ..models import Run
-from . import outcomes, values
-from .formats import Declared
+from ..models.outcomes import OUTCOME_Q
+from ..records import outcomes
+from ..records.formats import Declared
+from . import values
 
 # Public sort names -> Run columns. "-name" sorts descending.
 SORTS = {
@@ -181,7 +183,7 @@ class RunFilterForm(forms.Form):
             if data.get(name):
                 runs = runs.filter(**{name: data[name]})
         if data.get("outcome"):
-            runs = runs.filter(outcomes.OUTCOME_Q[data["outcome"]])
+            runs = runs.filter(OUTCOME_Q[data["outcome"]])
         if data.get("date_from"):
             runs = runs.filter(started_at__gte=_day_start(data["date_from"]))
         if data.get("date_to"):

@@ -30,13 +30,14 @@ from django.db import IntegrityError, connection, models, transaction
 from kvlab.visibility import UPLOAD_DIR_PREFIX
 
 from ..models import FileImport, RejectedLine, RequestResult, Run
+from ..records.formats import Declared, registry
+from ..records.jsonl import LineError, RecordError
+from ..records.metrics import RunTally
+from ..records.schema import RUN_FIELD_NAMES
+from ..records.storable import storable_text
+from ..records.summaries import merge_summaries
 from . import derived, importer_rows, rollups, sqlite_batches
-from .formats import Declared, registry
-from .jsonl import LineError, RecordError
-from .metrics import RunTally
 from .reader import NotInOrder, ParsedRun, ReadCounts, Rejects, SpilledFile, read_bench_file, runs_as_read
-from .records import RUN_FIELD_NAMES, storable_text
-from .summaries import merge_summaries
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -77,7 +78,7 @@ def read_server_log(text: str) -> ServerLog:
     """The log's text, with its parsed configuration when the llama-server log parser is there and reads it."""
     text = storable_text(text)
     try:
-        from benchmarks.history.formats.llama_server_log import parse_startup_log
+        from benchmarks.records.formats.llama_server_log import parse_startup_log
     except ImportError:
         return ServerLog(text)
     try:

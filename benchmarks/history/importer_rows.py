@@ -16,11 +16,11 @@ from django.db.models import Model
 from django.utils import timezone
 
 from ..models import FileImport, RequestResult, Run
+from ..records.metrics import RunSummary, RunTally, summarize
+from ..records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record
+from ..records.summaries import with_tool_summary
 from . import sqlite_batches
-from .metrics import RunSummary, RunTally, summarize
 from .reader import ParsedRun
-from .records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, Record
-from .summaries import with_tool_summary
 
 # Run model field for each canonical run field ("run_id" is the run's key; a record's
 # started_at is stored in Run.started_at, with its provenance, in place of the derived one).

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
-from .formats import Declared
-from .jsonl import LineError, RecordError, excerpt_of, iter_lines
-from .records import RUN_FIELD_NAMES, LineReader, Record
-from .summaries import merge_summaries
+from ..records.formats import Declared
+from ..records.jsonl import LineError, RecordError, excerpt_of, iter_lines
+from ..records.schema import RUN_FIELD_NAMES, LineReader, Record
+from ..records.summaries import merge_summaries
 
 MAX_KEPT_REJECTS = 1_000  # a file's rejected lines stored with their reasons; the rest are counted
 SPILL_BATCH = 5_000  # lines written to the spill file at a time

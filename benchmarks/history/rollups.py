@@ -18,6 +18,7 @@ from typing import Any
 from django.db import connection
 
 from ..models import Run
+from ..models.outcomes import failed_sql, success_rate_sql
 from ..models.rollups import HOUR, KEY_FIELDS, ROLLED_COLUMNS, SPANS, WEEK, WEEK_STARTS, TimelineBucket, bucket_start
 from .changed_runs import ChangedRuns
 
@@ -88,12 +89,12 @@ def _hours_from_runs(changed: ChangedRuns | None) -> tuple[str, list[Any]]:
     cannot count in seconds (strftime gives NULL for 9999-12-31 23:59:59.999999) is in no bucket."""
     keys = _keys()
     values = ", ".join(_q(c) for c in ROLLED_COLUMNS if c != "success_rate")
-    failed = f"({_q('n_requests')} > 0 AND {_q('n_ok')} = 0)"
+    failed = failed_sql(_q)
     started = _q("started_at")
     selected = (
         f"SELECT {keys}, {values}, {_bucket(_seconds(), HOUR)} AS hour_start,"
         f" CASE WHEN {failed} THEN 1 ELSE 0 END AS is_failed,"
-        f" CAST({_q('n_ok')} AS DOUBLE PRECISION) / NULLIF({_q('n_requests')}, 0) AS success_rate"
+        f" {success_rate_sql(_q)} AS success_rate"
     )
     params: list[Any] = []
     if changed is None:

@@ -8,8 +8,9 @@ from typing import Any
 from django.db.models import Count, Expression, F, QuerySet
 
 from ..models import RequestResult, Run
-from . import sampling, sources
-from .metrics import Distribution, distribution
+from ..records import sources
+from ..records.metrics import Distribution, distribution
+from . import sampling
 from .sql_functions import JsonNumber
 
 FIGURE_COLUMNS = (

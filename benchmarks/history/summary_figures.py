@@ -6,7 +6,7 @@ from typing import Any
 
 from kvlab.number_formats import ms, seconds, thousands, tok_s
 
-from .summaries import median_of
+from ..records.summaries import median_of
 
 # (name, summary key, how to show it).
 SUMMARY_FIGURES = (

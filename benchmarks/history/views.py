@@ -24,7 +24,8 @@ from kvlab.paging import CappedPaginator
 from kvlab.uploads import UploadRefused, uploads_capped
 
 from ..models import FileImport, RequestResult, Run
-from . import exporter, goodput, run_page, sources
+from ..records import sources
+from . import exporter, goodput, run_page
 from . import forms as filter_forms
 from .comparison import compare_rows, compare_warnings, noisy_pairs
 from .exporter import export_lines

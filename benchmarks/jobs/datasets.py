@@ -16,7 +16,7 @@ from typing import Any
 
 from kvlab import bounded_parse
 
-from ..history.metrics import at_rank
+from ..records.metrics import at_rank
 
 MAX_DATASET_BYTES = 64 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024

@@ -36,10 +36,11 @@ from django.utils import timezone
 from sizing.cmdline import parse_command
 
 from ..history import derived
-from ..history.errors import OTHER
-from ..history.records import MAX_ERROR_CHARS, MAX_INT, request_identity, storable_json, storable_text
 from ..models import Job, RequestResult, Run
 from ..models.jobs import MAX_LIVE
+from ..records.errors import OTHER
+from ..records.schema import MAX_ERROR_CHARS, MAX_INT, request_identity
+from ..records.storable import storable_json, storable_text
 from .arrivals import run_key_suffix, send_offsets, wave_rates
 from .client.probe import ProbeError, probe, synthetic_prompt, tokenize
 from .client.stream import Outcome, Progress, session_for, stream_completion

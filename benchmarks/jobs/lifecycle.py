@@ -17,11 +17,11 @@ from django.utils import timezone
 
 from kvlab.celery import app as celery_app
 
-from .. import tasks
+from .. import enqueue
 from ..history import derived
-from ..history.metrics import at_rank
 from ..models import Job, RequestResult, Run, Server
 from ..models.jobs import WORKER_LOST
+from ..records.metrics import at_rank
 from .arrivals import wave_rates
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def submit_job(
             n_total=total_requests(params),  # "0 of 18 done" from the start, as once a worker claims it
             created_by=user if user is not None and user.is_authenticated else None,
         )
-        tasks.enqueue(job)
+        enqueue.job(job)
     return job
 
 

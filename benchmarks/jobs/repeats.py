@@ -22,21 +22,14 @@ from collections.abc import Iterable, Sequence
 from functools import cache
 from typing import Any
 
-from ..history.metrics import mean
+from ..records.catalogue import NOISE_FIGURES, NOISY_FACTOR
+from ..records.metrics import mean
 
 NOISY_CV = 0.20  # s / mean across repeats
-NOISY_FACTOR = 2.0  # slowest vs fastest repeat (or two compared runs of one configuration)
 NOISY_REQUEST_SPREAD = 3.0  # fastest vs slowest request's tok/s within one run
 
-# (column, words, unit, larger is better)
-FIGURES: tuple[tuple[str, str, str, bool], ...] = (
-    ("throughput_tok_s", "aggregate throughput", "tok/s", True),
-    ("tok_s_mean", "tok/s per request, mean", "tok/s", True),
-    ("ttft_p50", "TTFT p50", "s", False),
-    ("e2e_p95", "E2E p95", "s", False),
-)
 RUN_COLUMNS = ("pk", "key", "arrival", "request_rate", "concurrency", "tok_s_min", "tok_s_max") + tuple(
-    f[0] for f in FIGURES
+    f[0] for f in NOISE_FIGURES
 )
 
 
@@ -108,7 +101,7 @@ def summarize_runs(runs: Iterable[dict[str, Any]]) -> dict[str, Any]:
     for (arrival, rate, concurrency), members in groups.items():
         figures: dict[str, Any] = {}
         why: list[str] = []
-        for column, words, unit, _ in FIGURES:
+        for column, words, unit, _ in NOISE_FIGURES:
             values = [run[column] for run in members if run[column] is not None]
             if not values:
                 continue

@@ -16,8 +16,8 @@ from typing import Any
 
 from django.db import migrations
 
-from benchmarks.history.jsonl import RecordError
-from benchmarks.history.records import MAX_INT, REQUEST_FIELD_NAMES, request_identity
+from benchmarks.records.jsonl import RecordError
+from benchmarks.records.schema import MAX_INT, REQUEST_FIELD_NAMES, request_identity
 
 CHUNK = 2_000
 

@@ -3,7 +3,7 @@ against its baseline.
 
 Ranking every run of the history per request (a window query over a million runs) costs the page
 seconds. So each dated run is filed under its series (SeriesRun: a hash of its configuration and
-workload, charts.series.SERIES_FIELDS, beside its label and its job's server), and for each series
+workload, records.series_keys.SERIES_FIELDS, beside its label and its job's server), and for each series
 (per family: alone, within a label, within a server) its latest run is compared with the median of
 its previous runs, for each metric and each window the page offers (BaselineComparison). Only the
 comparisons where the latest run is worse are kept: the page filters them by its thresholds and
@@ -46,7 +46,7 @@ class BaselineComparison(models.Model):
     """One series' latest run against the median of its previous `window_size` runs, for one metric.
 
     Kept only where the latest run is worse (change < 0) and, with three or more earlier runs, by
-    more than twice their spread: charts.figures.baseline_comparison decides. The series is
+    more than twice their spread: records.catalogue.baseline_comparison decides. The series is
     (series_key) for the family "series", (series_key, label) for "label", (series_key, server_pk)
     for "server"; the other columns are blank ("", 0).
     """

@@ -12,10 +12,11 @@ from django.db.models import F, Q, Value
 
 from kvlab.visibility import as_uploaded
 
-from ..history.metrics import RunTally
-from ..history.outcomes import outcome_of
-from ..history.records import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
-from ..history.summaries import counts_reported, with_tool_summary
+from ..records.metrics import RunTally, success_rate
+from ..records.outcomes import outcome_of
+from ..records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
+from ..records.summaries import counts_reported, with_tool_summary
+from .itl_sql import itl_percentiles
 from .run_queries import NEWEST_FIRST, RunQuerySet
 
 SUMMARY_CHUNK = 5_000  # a run's requests read at a time when it is summarized again
@@ -159,7 +160,7 @@ class Run(models.Model):
         indexes = [
             # run list default order and date-range filter; the run list filters by model, GPU, label, tool
             # and engine (RunFilterForm.narrow), newest first. Each also holds the request counts, so that
-            # an outcome filter (history.outcomes.OUTCOME_Q) and the home page's failures per day are
+            # an outcome filter (models.outcomes.OUTCOME_Q) and the home page's failures per day are
             # answered from the index alone, without reading each run's row.
             *(
                 models.Index(fields=[*columns, "id", *OUTCOME_COLUMNS], name=name)
@@ -185,13 +186,11 @@ class Run(models.Model):
 
     def refresh_summary(self) -> None:
         """Recompute the aggregates from the stored requests (metrics.summarize) and the tool's summary, and save."""
-        from ..history.itl_sql import itl_percentiles  # history imports the models
-
         requests = self.requests.values_list(*REQUEST_FIELD_NAMES).order_by("seq").iterator(chunk_size=SUMMARY_CHUNK)
         tally = RunTally()  # a piece at a time: a run of a million requests is not read into memory
         while chunk := list(islice(requests, SUMMARY_CHUNK)):
             tally.add(chunk)
-        itl = itl_percentiles(self.pk)  # by the database: a run's gaps may not fit in memory
+        itl = itl_percentiles(RequestResult._meta.db_table, self.pk)  # by the database: gaps may not fit in memory
         aggregates, provenance = with_tool_summary(
             tally.result(self.wall_s)._replace(itl_p50=itl[50], itl_p95=itl[95]),
             self.summary,
@@ -217,7 +216,7 @@ class Run(models.Model):
 
     @property
     def success_rate(self) -> float | None:
-        return self.n_ok / self.n_requests if self.n_requests else None
+        return success_rate(self.n_ok, self.n_requests)
 
     @property
     def outcome(self) -> str:

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
 
-from ..history.outcomes import LABELS, outcome_of
+from ..records.outcomes import LABELS, outcome_of
 from .work import Work, WorkState
 
 # How a job ran, in words: the state "succeeded" only says the worker finished it; what
@@ -120,7 +120,7 @@ class Job(Work):
 
     @property
     def found(self) -> str:
-        """What its requests found, by history.outcomes' rule: ok, partial, failed, or empty.
+        """What its requests found, by records.outcomes' rule: ok, partial, failed, or empty.
 
         Over the requests recorded so far (n_done counts each stored result, n_failed the
         failed ones): the same requests as its runs hold.

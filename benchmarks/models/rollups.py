@@ -12,27 +12,16 @@ from __future__ import annotations
 
 from django.db import models
 
+from ..records.catalogue import METRICS
+
 HOUR = 3600
 DAY = 24 * HOUR
 WEEK = 7 * DAY
 SPANS = (HOUR, 6 * HOUR, DAY, WEEK)  # finest first
 WEEK_STARTS = 4 * DAY  # 1970-01-01 was a Thursday: weeks start on Monday 1970-01-05
 # The Run columns (and the one computed metric, success_rate) whose values are rolled up:
-# charts.figures.METRICS's columns, each as <column>_min, <column>_max and <column>_n.
-ROLLED_COLUMNS = (
-    "tok_s_mean",
-    "throughput_tok_s",
-    "success_rate",
-    "ttft_p50",
-    "ttft_p95",
-    "e2e_p95",
-    "e2e_p50",
-    "itl_p50",
-    "itl_p95",
-    "tpot_p50",
-    "tpot_p95",
-    "effective_wall_s",
-)
+# records.catalogue.METRICS's columns, each as <column>_min, <column>_max and <column>_n.
+ROLLED_COLUMNS = tuple(m.column for m in METRICS.values())
 KEY_FIELDS = ("label", "model", "gpu", "tool", "engine")  # what a bucket is of: the timeline's exact filters
 
 

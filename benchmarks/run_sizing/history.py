@@ -8,8 +8,8 @@ import statistics
 
 from django.db.models import Q, Subquery
 
-from benchmarks.history.outcomes import FAILED, PARTIAL, outcome_of
 from benchmarks.models import CalibrationPoint, Run
+from benchmarks.records.outcomes import FAILED, PARTIAL, outcome_of
 from sizing.cmdline import quant_in_file_name
 from sizing.inputs import SizingInputs
 from sizing.kv import ServerFlags, flags_key

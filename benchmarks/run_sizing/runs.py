@@ -6,8 +6,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from benchmarks.history.metrics import at_rank
 from benchmarks.models import Run
+from benchmarks.records.metrics import at_rank
 from sizing import catalogue
 from sizing.forms import SizingForm
 from sizing.inputs import RunRecord

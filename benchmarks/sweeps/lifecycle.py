@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from .. import tasks
+from .. import enqueue
 from ..models import Job, LaunchHost, Sweep, SweepConfig
 
 
@@ -36,7 +36,7 @@ def create_sweep(
         SweepConfig.objects.bulk_create(
             SweepConfig(sweep=sweep, position=i, command=command) for i, command in enumerate(flag_sets)
         )
-        tasks.enqueue_sweep(sweep)
+        enqueue.sweep(sweep)
     return sweep
 
 

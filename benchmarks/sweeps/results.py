@@ -8,8 +8,8 @@ from django.db.models import Avg, IntegerField, Max, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 
-from ..history.outcomes import LABELS, outcome_of
 from ..models import Run, Sweep, SweepConfig
+from ..records.outcomes import LABELS, outcome_of
 
 MiB = 1024 * 1024
 
@@ -54,7 +54,7 @@ def _row(config: SweepConfig, measured: dict[str, Any]) -> dict[str, Any]:
     reported_kv = reported.get("kv_mib")
     prediction = predicted.get("prediction") or {}
     total = measured.get("total")
-    # What its requests found, by history.outcomes' rule: "ran" alone says nothing of 0/3.
+    # What its requests found, by records.outcomes' rule: "ran" alone says nothing of 0/3.
     found = outcome_of(measured.get("ok") or 0, total) if total else None
     return {
         "config": config,

@@ -19,7 +19,10 @@ import socket
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from celery.signals import worker_ready
+from celery.worker.control import control_command
 from django.conf import settings
 from django.utils import timezone
 
@@ -260,6 +263,24 @@ def announce_worker(consumed: list[str], hostname: str) -> None:
         return
     if host is None:
         log.info("no llama-server binary configured: this worker announces no launch host")
+
+
+def _announce_at_start(sender: Any, **_: Any) -> None:
+    """A worker tells the web app what its machine lets kvlab launch (its own KVLAB_LAUNCH_* settings)."""
+    announce_worker(list(sender.app.amqp.queues.consume_from or {}), sender.hostname)
+
+
+def kvlab_announce(state: Any) -> dict[str, str]:
+    """Announce again on request (the launch hosts page's button): new models show without a restart."""
+    consumer = state.consumer
+    announce_worker(list(consumer.app.amqp.queues.consume_from or {}), consumer.hostname)
+    return {"ok": "announced"}
+
+
+def connect_worker_hooks() -> None:
+    """Announce at a worker's start and on the kvlab_announce broadcast (called once Django has loaded the app)."""
+    worker_ready.connect(_announce_at_start, weak=False, dispatch_uid="benchmarks.announce_launch_host")
+    control_command()(kvlab_announce)  # registered by its name: ask_workers_to_announce broadcasts it
 
 
 def ask_workers_to_announce(timeout_s: float = 3.0) -> str:

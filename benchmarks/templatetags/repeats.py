@@ -7,6 +7,7 @@ from typing import Any
 from django import template
 
 from ..jobs import repeats
+from ..records.catalogue import NOISE_FIGURES
 
 register = template.Library()
 
@@ -15,7 +16,7 @@ register = template.Library()
 def repeats_panel(job: Any) -> dict[str, Any]:
     """One query: the job's runs' figures."""
     summary = repeats.summary(job)
-    words = {column: (name, unit) for column, name, unit, _ in repeats.FIGURES}
+    words = {column: (name, unit) for column, name, unit, _ in NOISE_FIGURES}
     groups = [
         {**group, "rows": [(*words[column], stats) for column, stats in group["figures"].items()]}
         for group in summary["groups"]

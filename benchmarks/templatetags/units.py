@@ -15,8 +15,8 @@ from django.utils.safestring import SafeString
 
 from kvlab.number_formats import MISSING, ms, seconds, thousands, tok_s
 
-from ..history.outcomes import LABELS
 from ..models.jobs import RAN_WORDS
+from ..records.outcomes import LABELS
 
 register = template.Library()
 register.filter("thousands", thousands)
@@ -72,7 +72,7 @@ def extra_table(values: Any) -> SafeString | str:
 
 @register.filter
 def outcome_words(outcome: str) -> str:
-    """A run outcome (history.outcomes) in words: "all failed", not "failed"."""
+    """A run outcome (records.outcomes) in words: "all failed", not "failed"."""
     return LABELS.get(outcome, outcome)
 
 

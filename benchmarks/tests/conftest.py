@@ -109,7 +109,7 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reads and batches far smaller than a test's file, so what does not grow with the file is small."""
     from benchmarks.history import importer_rows, reader
 
-    monkeypatch.setattr("benchmarks.history.jsonl.CHUNK_BYTES", 1 << 16)
+    monkeypatch.setattr("benchmarks.records.jsonl.CHUNK_BYTES", 1 << 16)
     monkeypatch.setattr(importer_rows, "INSERT_BATCH", 100)
     monkeypatch.setattr(reader, "SPILL_BATCH", 100)
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.history.formats import Declared, FormatError, Sample, Source
+from benchmarks.records.formats import Declared, FormatError, Sample, Source
 
 NAME = "fake"
 

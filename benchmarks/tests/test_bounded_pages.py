@@ -17,8 +17,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.history import derived
-from benchmarks.history.metrics import distribution
 from benchmarks.models import Job, RequestResult, Run, Server
+from benchmarks.records.metrics import distribution
 
 from .factories import runs_named
 from .pages import TOP_CHOICES, offered_values, typed_value

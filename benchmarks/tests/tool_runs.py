@@ -11,10 +11,10 @@ from typing import Any
 from django.test import Client
 from django.urls import reverse
 
-from benchmarks.history.formats import Declared
 from benchmarks.history.importer import import_bench_file
-from benchmarks.history.records import SCHEMA_V2
 from benchmarks.models import Run
+from benchmarks.records.formats import Declared
+from benchmarks.records.schema import SCHEMA_V2
 
 from .conftest import flat, jsonl
 

@@ -6,8 +6,8 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.history.jsonl import RecordError, decode_line
-from benchmarks.history.records import normalize
+from benchmarks.records.jsonl import RecordError, decode_line
+from benchmarks.records.schema import normalize
 from sizing.cmdline import parse_command
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.hparams import ModelSpecError, model_params

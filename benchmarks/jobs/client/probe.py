@@ -10,7 +10,7 @@ import aiohttp.http_exceptions
 
 from kvlab import bounded_parse
 
-from ...history.records import storable_json
+from ...records.storable import storable_json
 from .stream import session_for
 from .target import Target
 

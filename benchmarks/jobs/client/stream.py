@@ -37,8 +37,9 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from kvlab import bounded_parse
 
-from ...history.errors import DISCONNECT, EXCEED_CONTEXT_SIZE, OTHER, TIMEOUT, classify_error
-from ...history.records import MAX_ERROR_CHARS, MAX_INT, MAX_ITL_VALUES, MAX_TOK_S, storable_text
+from ...records.errors import DISCONNECT, EXCEED_CONTEXT_SIZE, OTHER, TIMEOUT, classify_error
+from ...records.schema import MAX_ERROR_CHARS, MAX_INT, MAX_ITL_VALUES, MAX_TOK_S
+from ...records.storable import storable_text
 from .target import Target
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024

@@ -29,7 +29,7 @@ from typing import Any, TypeGuard
 from sizing.kv import KVLayout
 from sizing.workload import Workload, predict
 
-from ...history.errors import CONTEXT_EXCEEDED
+from ...records.errors import CONTEXT_EXCEEDED
 from ..client.stream import Outcome
 
 STEP_S = 0.05  # failures this close to the first are one overflow (one decode step, with room)

@@ -13,11 +13,11 @@ from typing import Any
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.history.outcomes import LABELS, outcome_of
 from benchmarks.jobs.datasets import MAX_DATASET_BYTES
 from benchmarks.jobs.forms import MAX_PROMPT_FILE_BYTES, CommandJobForm
 from benchmarks.jobs.lifecycle import submit_job, worker_available
 from benchmarks.models import Job, RequestResult, Server
+from benchmarks.records.outcomes import LABELS, outcome_of
 
 from ..options import form_errors
 

@@ -12,8 +12,8 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.history.exporter import SCHEMAS, export_lines, skipped_by_v1
-from benchmarks.history.records import SCHEMA_V1, SCHEMA_V2
 from benchmarks.models import Run
+from benchmarks.records.schema import SCHEMA_V1, SCHEMA_V2
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 """python manage.py import_bench INPUT... — import benchmark results (files or directories), each all-or-nothing.
 
 An input is kvlab JSONL (kvlab.bench/1, kvlab.bench/2, the flat lab shape) or any other tool's
-file or directory that kvlab reads (benchmarks/history/formats), detected from its content. The
+file or directory that kvlab reads (benchmarks/records/formats), detected from its content. The
 files of one tool's run given together (an llmperf summary and its responses, AIPerf's exports and
 inputs.json) are one input, read as their directory would be (registry.join_given).
 """
@@ -20,9 +20,9 @@ import orjson
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from benchmarks.history import derived
-from benchmarks.history.formats import SAMPLE_BYTES, Declared, FormatError, Sample, registry
 from benchmarks.history.importer import ServerLog, import_bench_file, import_path, read_server_log
 from benchmarks.models import FileImport
+from benchmarks.records.formats import SAMPLE_BYTES, Declared, FormatError, Sample, registry
 
 MAX_SERVER_LOG_BYTES = 4 << 20
 # A rejected line of a converted or joined input names its file and its own record or line

@@ -8,10 +8,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks.history.outcomes import FAILED, LABELS, PARTIAL
 from benchmarks.jobs.lifecycle import worker_available
 from benchmarks.models import Sweep
 from benchmarks.models.jobs import RAN_WORDS
+from benchmarks.records.outcomes import FAILED, LABELS, PARTIAL
 from benchmarks.sweeps import demo
 from benchmarks.sweeps.forms import CommandSweepForm
 from benchmarks.sweeps.lifecycle import create_sweep

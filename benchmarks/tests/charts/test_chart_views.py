@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.charts import figures as charts
-from benchmarks.charts import series
 from benchmarks.models import Run
+from benchmarks.records import series_keys as series
 
 from ..conftest import flat, jsonl
 

@@ -17,11 +17,11 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from benchmarks.charts.figures import COMPARE_METRICS
 from benchmarks.charts.views import COMPARE_BOX_POINTS
 from benchmarks.history import sampling
 from benchmarks.history.views import DISTRIBUTION_SAMPLE
 from benchmarks.models import RequestResult, Run
+from benchmarks.records.catalogue import COMPARE_METRICS
 
 pytestmark = pytest.mark.django_db
 

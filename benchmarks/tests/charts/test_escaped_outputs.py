@@ -18,6 +18,7 @@ from benchmarks.charts import figures
 from benchmarks.jobs.client import probe
 from benchmarks.jobs.client import target as targets
 from benchmarks.jobs.client.target import TargetRefused, resolve_target
+from benchmarks.records import catalogue
 
 from ..conftest import flat, jsonl
 
@@ -109,7 +110,7 @@ def _assert_no_user_markup(figure: dict) -> None:
 @pytest.mark.parametrize("grouping", ["label", "model"])
 def test_the_timeline_figure_escapes_labels_and_models(grouping):
     rows = [_row(MARKUP, 1), _row(MARKUP, 2, n_ok=0, ctx_size=4096, build="<i>b2</i>", cache_type_k="<i>q8</i>")]
-    figure = figures.timeline(rows, figures.METRICS["tok_s"], grouping)
+    figure = figures.timeline(rows, catalogue.METRICS["tok_s"], grouping)
     _assert_no_user_markup(figure)
     assert "<i>" not in json.dumps(figure)
     (line,) = [t for t in figure["data"] if "hover_facts" in t]  # the hover text's flags, escaped once each
@@ -118,15 +119,15 @@ def test_the_timeline_figure_escapes_labels_and_models(grouping):
 
 def test_the_home_figure_escapes_model_panel_titles():
     rows = [_row(MARKUP, 1), _row("other", 2)]
-    figure, _ = figures.timeline_by_model(rows, figures.METRICS["tok_s"], "label")
+    figure, _ = figures.timeline_by_model(rows, catalogue.METRICS["tok_s"], "label")
     _assert_no_user_markup(figure)
     assert any(a["text"].startswith("<b>&lt;b&gt;") for a in figure["layout"]["annotations"])  # kvlab's own bold
 
 
 def test_the_compare_figure_escapes_run_names_on_its_axes():
     runs = [
-        {**_row(MARKUP, 1), **{f"value_{k}": 1.0 for k in figures.COMPARE_METRICS}},
-        {**_row("ok", 2, n_ok=0), **{f"value_{k}": None for k in figures.COMPARE_METRICS}, "value_success": 0.0},
+        {**_row(MARKUP, 1), **{f"value_{k}": 1.0 for k in catalogue.COMPARE_METRICS}},
+        {**_row("ok", 2, n_ok=0), **{f"value_{k}": None for k in catalogue.COMPARE_METRICS}, "value_success": 0.0},
     ]
     figure = figures.compare(runs, [(1, True, 3.0)])
     _assert_no_user_markup(figure)

@@ -24,16 +24,18 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from benchmarks.charts import figures, regression_views, series
-from benchmarks.charts.rendering import with_success_rate
+from benchmarks.charts import figures, regression_views
 from benchmarks.history import baselines, derived
 from benchmarks.jobs import lifecycle
 from benchmarks.models import BaselineComparison, FileImport, Job, RequestResult, Run, SeriesRun, Server
+from benchmarks.models.outcomes import with_success_rate
+from benchmarks.records import catalogue
+from benchmarks.records import series_keys as series
 
 from ..conftest import flat, jsonl
 
 pytestmark = pytest.mark.django_db
-METRICS = list(figures.METRICS.values())
+METRICS = list(catalogue.METRICS.values())
 
 
 # --- the reference: the window query and the comparison the page used to run per request -----------
@@ -77,7 +79,7 @@ def _old_regressions(rows: Sequence[Mapping[str, Any]], thresholds: Mapping[str,
 
 def reference(grouping: str, window: int, thresholds: Mapping[str, float]) -> tuple[list[Any], int, int]:
     """The regressions, groups and series as the window query over every run found them."""
-    fields = figures.GROUPINGS[grouping][1]
+    fields = catalogue.GROUPINGS[grouping][1]
     columns = [m.column for m in METRICS]
     partition = list(dict.fromkeys((*fields, *series.SERIES_FIELDS)))
     ranked = with_success_rate(Run.objects.exclude(started_at=None)).annotate(
@@ -120,7 +122,7 @@ def by_change(found: list[Any]) -> list[Any]:
 def assert_page_agrees(client: Any, rng: random.Random) -> int:
     """Every grouping and window, with random thresholds; how many regressions the reference found in all."""
     total = 0
-    for grouping in figures.GROUPINGS:
+    for grouping in catalogue.GROUPINGS:
         for window in baselines.WINDOWS:
             percent = {m.key: rng.choice([0, 0, 5, 20]) for m in METRICS}
             response = client.get(

@@ -138,12 +138,12 @@ def test_rebuild_all_settles_what_was_pending(import_bytes, deferred):
 def test_with_no_broker_the_import_stands_and_its_runs_wait_for_the_beat(
     import_bytes, deferred, django_capture_on_commit_callbacks, monkeypatch, caplog
 ):
-    from benchmarks import tasks
+    from benchmarks import enqueue
 
     def refused(**_: Any) -> None:
         raise ConnectionRefusedError(111, "Connection refused")
 
-    monkeypatch.setattr(tasks.catch_up_derived, "apply_async", refused)
+    monkeypatch.setattr(enqueue, "catch_up_derived", refused)
     with django_capture_on_commit_callbacks(execute=True):
         result = import_bytes(records(11))
     for thread in threading.enumerate():  # the import returned without waiting for the broker

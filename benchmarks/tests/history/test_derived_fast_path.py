@@ -20,10 +20,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from benchmarks.charts import figures, timeline_data
+from benchmarks.charts import timeline_data
 from benchmarks.history import baselines, derived, rollups
 from benchmarks.history.changed_runs import ChangedRuns
 from benchmarks.models import BaselineComparison, DerivedBacklog, Run, SeriesRun, TimelineBucket
+from benchmarks.records import catalogue
 
 from ..conftest import flat, jsonl
 from ..timeline_buckets import assert_same, figure, reference, stored
@@ -46,7 +47,7 @@ def page_answers(client: Any) -> dict[str, Any]:
     answers: dict[str, Any] = {}
     for group in ("label", "server", "model"):
         for window in baselines.WINDOWS:
-            query = {"group": group, "window": window, **{f"t_{key}": 0 for key in figures.METRICS}}
+            query = {"group": group, "window": window, **{f"t_{key}": 0 for key in catalogue.METRICS}}
             context = client.get(reverse("chart-regressions"), query).context
             answers[f"regressions {group} {window}"] = (
                 [(r.group, r.metric.key, r.latest_run_id, r.change, r.history) for r in context["found"]],

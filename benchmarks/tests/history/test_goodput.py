@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.history.goodput import GoodputForm, goodput
-from benchmarks.history.metrics import tpot
 from benchmarks.models import Job, RequestResult, Run, Server
+from benchmarks.records.metrics import tpot
 
 pytestmark = pytest.mark.django_db
 

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from benchmarks.history.exporter import export_lines
 from benchmarks.history.importer import import_bench_file, import_path
-from benchmarks.history.records import SCHEMA_V1, SCHEMA_V2
 from benchmarks.jobs.client.stream import Outcome
 from benchmarks.jobs.execution import _Recorder
 from benchmarks.models import FileImport, Job, RequestResult, Run, Server
+from benchmarks.records.schema import SCHEMA_V1, SCHEMA_V2
 
 from ..conftest import flat, jsonl
 from .formats.test_format_vllm import serve_result

@@ -45,10 +45,11 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from benchmarks.history import outcomes
-from benchmarks.history.formats import Declared
 from benchmarks.history.importer import import_path
 from benchmarks.models import FileImport, RequestResult, Run
+from benchmarks.models.outcomes import OUTCOME_Q
+from benchmarks.records import outcomes
+from benchmarks.records.formats import Declared
 
 from .formats import test_format_guidellm as guidellm_files
 from .formats import test_format_llmperf as llmperf_files
@@ -65,7 +66,7 @@ def the_failed_run() -> Run:
     """The one stored run, which must be failed by kvlab's one rule (outcomes) in Python and in SQL."""
     run = Run.objects.get()
     assert run.outcome == outcomes.FAILED
-    assert Run.objects.filter(outcomes.OUTCOME_Q[outcomes.FAILED]).get() == run
+    assert Run.objects.filter(OUTCOME_Q[outcomes.FAILED]).get() == run
     return run
 
 
@@ -441,7 +442,7 @@ def test_failed_runs_of_every_tool_are_listed_as_failed(tmp_path: Path, client: 
     listed = [run.tool for run in page.context["page"].object_list]
     assert sorted(listed) == sorted([*TOOLS, "sglang"])
     assert page.content.decode().count('class="outcome-failed"') == 7
-    assert not Run.objects.exclude(outcomes.OUTCOME_Q[outcomes.FAILED]).exists()
+    assert not Run.objects.exclude(OUTCOME_Q[outcomes.FAILED]).exists()
     bare = Run.objects.get(summary_extra__has_key="n_requests_lower_bound")
     detail = client.get(f"/runs/{bare.pk}/").content.decode()
     assert "at least one request ran and none succeeded" in detail

@@ -20,9 +20,9 @@ import pytest
 from django.db import connection
 
 from benchmarks.history import importer, reader, sqlite_batches
-from benchmarks.history.metrics import RunTally, summarize
-from benchmarks.history.records import SCHEMA_V2
 from benchmarks.models import FileImport, RequestResult, Run
+from benchmarks.records.metrics import RunTally, summarize
+from benchmarks.records.schema import SCHEMA_V2
 
 from ..conftest import flat, jsonl, stored_rows, traced_import
 

@@ -16,8 +16,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import call_command
 
-from benchmarks.history.formats import registry
 from benchmarks.models import FileImport, RequestResult, Run
+from benchmarks.records.formats import registry
 
 from ..conftest import flat, jsonl
 from .formats import test_format_aiperf as aiperf_files

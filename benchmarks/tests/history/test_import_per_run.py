@@ -17,10 +17,11 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.history import importer, importer_rows, records
-from benchmarks.history.jsonl import RecordError
-from benchmarks.history.records import SCHEMA_V2, check_summary
+from benchmarks.history import importer, importer_rows
 from benchmarks.models import RequestResult, Run
+from benchmarks.records import schema as records
+from benchmarks.records.jsonl import RecordError
+from benchmarks.records.schema import SCHEMA_V2, check_summary
 
 from ..conftest import jsonl
 

@@ -13,8 +13,8 @@ import pytest
 from django.db import connection
 
 from benchmarks.history import importer, importer_rows, sqlite_batches
-from benchmarks.history.records import MAX_INT, SCHEMA_V2
 from benchmarks.models import FileImport, RequestResult, Run
+from benchmarks.records.schema import MAX_INT, SCHEMA_V2
 
 from ..conftest import flat, jsonl, stored_rows
 

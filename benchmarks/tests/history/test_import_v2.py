@@ -19,9 +19,9 @@ from django.core.management import CommandError, call_command
 
 from benchmarks.history import importer
 from benchmarks.history.exporter import export_lines
-from benchmarks.history.formats import Declared, registry
-from benchmarks.history.records import SCHEMA_V1, SCHEMA_V2
 from benchmarks.models import FileImport, RequestResult, Run
+from benchmarks.records.formats import Declared, registry
+from benchmarks.records.schema import SCHEMA_V1, SCHEMA_V2
 
 from ..conftest import flat, jsonl
 
@@ -270,7 +270,8 @@ def _without_counts(**changes: Any) -> dict[str, Any]:
 
 
 def test_a_summary_without_counts_is_stored_with_its_counts_not_reported() -> None:
-    from benchmarks.history import outcomes
+    from benchmarks.models.outcomes import OUTCOME_Q, WITH_FAILURES_Q
+    from benchmarks.records import outcomes
 
     result = load(jsonl(_without_counts()))
 
@@ -281,9 +282,9 @@ def test_a_summary_without_counts_is_stored_with_its_counts_not_reported() -> No
     assert "n_requests" not in run.provenance
     assert run.ttft_p50 == pytest.approx(0.110)  # the tool's figures are still its own
     runs = Run.objects.all()
-    found = {o: list(runs.filter(q).values_list("pk", flat=True)) for o, q in outcomes.OUTCOME_Q.items()}
+    found = {o: list(runs.filter(q).values_list("pk", flat=True)) for o, q in OUTCOME_Q.items()}
     assert found == {"ok": [], "partial": [], "failed": [], "empty": [], "unknown": [run.pk]}
-    assert not runs.filter(outcomes.WITH_FAILURES_Q).exists()
+    assert not runs.filter(WITH_FAILURES_Q).exists()
 
 
 def test_the_run_lists_outcome_filter_offers_counts_not_reported(client: Any) -> None:
@@ -505,7 +506,7 @@ def test_import_bench_attaches_a_server_log(tmp_path: Path) -> None:
     run = Run.objects.get()
     assert "llama_context: n_ctx = 16384" in run.server_log and "\x00" not in run.server_log
     try:
-        from benchmarks.history.formats.llama_server_log import parse_startup_log  # noqa: F401
+        from benchmarks.records.formats.llama_server_log import parse_startup_log  # noqa: F401
     except ImportError:
         assert run.server_props is None
     else:

@@ -225,7 +225,7 @@ def test_a_rejected_import_is_recorded_with_its_file_details(import_bytes):
 
 
 def test_it_streams_a_file_object_without_reading_it_whole(import_bytes, monkeypatch):
-    monkeypatch.setattr("benchmarks.history.jsonl.CHUNK_BYTES", 64)
+    monkeypatch.setattr("benchmarks.records.jsonl.CHUNK_BYTES", 64)
     records = [flat(run=f"run-{i}") for i in range(40)]
     result = import_bytes(jsonl(*records))
     assert (result.n_imported, result.n_runs) == (40, 40)

@@ -2,7 +2,7 @@ import io
 
 import pytest
 
-from benchmarks.history.jsonl import RecordError, decode_line, iter_lines
+from benchmarks.records.jsonl import RecordError, decode_line, iter_lines
 
 
 def lines(data: bytes, limit: int = 1000) -> list[tuple[int, bytes, bool]]:
@@ -27,7 +27,7 @@ def test_a_line_over_the_limit_is_flagged_and_not_held_whole():
 
 
 def test_line_numbers_stay_right_across_read_chunks(monkeypatch):
-    monkeypatch.setattr("benchmarks.history.jsonl.CHUNK_BYTES", 7)
+    monkeypatch.setattr("benchmarks.records.jsonl.CHUNK_BYTES", 7)
     data = b"".join(b'{"n": %d}\n' % i for i in range(50))
     result = lines(data)
     assert [n for n, _, _ in result] == list(range(1, 51))
@@ -131,7 +131,7 @@ def _strict_pairs(pairs):
 def test_line_splitting_matches_a_plain_split_for_any_chunk_size(monkeypatch, chunk):
     import random
 
-    monkeypatch.setattr("benchmarks.history.jsonl.CHUNK_BYTES", chunk)
+    monkeypatch.setattr("benchmarks.records.jsonl.CHUNK_BYTES", chunk)
     rng = random.Random(chunk)
     for _ in range(50):
         data = b"".join(rng.choice([b"\n", b"a", b"bb", b"x" * 30, b"\r\n", "\u2028".encode()]) for _ in range(40))

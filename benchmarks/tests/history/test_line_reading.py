@@ -18,10 +18,11 @@ import orjson
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from benchmarks.history import jsonl, metrics, records, summaries
-from benchmarks.history.jsonl import RecordError, decode_line
-from benchmarks.history.metrics import RunSummary
-from benchmarks.history.records import SCHEMA_V2, LineReader
+from benchmarks.records import jsonl, metrics, summaries
+from benchmarks.records import schema as records
+from benchmarks.records.jsonl import RecordError, decode_line
+from benchmarks.records.metrics import RunSummary
+from benchmarks.records.schema import SCHEMA_V2, LineReader
 
 from .test_import_per_run import REQUEST, SUMMARY, outcome, v2_lines, v2_run
 

@@ -1,6 +1,6 @@
 from datetime import UTC, datetime
 
-from benchmarks.history.metrics import summarize
+from benchmarks.records.metrics import summarize
 
 
 def request(ok=True, ts=None, prompt=None, n_predict=None, output=None, tok_s=None, elapsed=None):
@@ -42,7 +42,7 @@ def test_an_empty_run_has_no_figures():
 
 
 def test_percentiles_are_nearest_rank_and_the_tail_needs_twenty_values():
-    from benchmarks.history.metrics import distribution
+    from benchmarks.records.metrics import distribution
 
     small = distribution([3.0, None, 1.0, 2.0])
     assert (small.n, small.mean, small.minimum, small.maximum, small.percentiles) == (3, 2.0, 1.0, 3.0, {50: 2.0})

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from benchmarks.history import importer
-from benchmarks.history.metrics import nearest_rank, summarize, tpot
-from benchmarks.history.records import SCHEMA_V2
 from benchmarks.models import Run
+from benchmarks.records.metrics import nearest_rank, summarize, tpot
+from benchmarks.records.schema import SCHEMA_V2
 
 from ..conftest import jsonl
 
@@ -105,7 +105,7 @@ def test_an_imported_v2_file_with_itl_fills_the_columns_and_refresh_summary_agre
     assert run.itl_p95 is not None and run.itl_p95 < 5.0  # the failed request's gaps left out
 
     Run.objects.filter(pk=run.pk).update(**dict.fromkeys(LATENCIES))
-    run.refresh_summary()  # the database's sort (itl_sql) and summarize() agree
+    run.refresh_summary()  # the database's sort (models.itl_sql) and summarize() agree
     run.refresh_from_db()
     assert {name: getattr(run, name) for name in LATENCIES} == imported
 

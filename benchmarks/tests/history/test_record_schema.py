@@ -16,11 +16,11 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from benchmarks.history import records
 from benchmarks.history.exporter import export_lines
 from benchmarks.history.importer import import_bench_file
-from benchmarks.history.jsonl import RecordError
 from benchmarks.models import FileImport, Run
+from benchmarks.records import schema as records
+from benchmarks.records.jsonl import RecordError
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_PATH = ROOT / "docs" / "bench-record.schema.json"

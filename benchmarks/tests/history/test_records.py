@@ -1,8 +1,8 @@
 import pytest
 
-from benchmarks.history.errors import classify_error
-from benchmarks.history.jsonl import RecordError
-from benchmarks.history.records import SCHEMA_VERSION, normalize
+from benchmarks.records.errors import classify_error
+from benchmarks.records.jsonl import RecordError
+from benchmarks.records.schema import SCHEMA_VERSION, normalize
 
 from ..conftest import flat
 

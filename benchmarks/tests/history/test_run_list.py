@@ -14,8 +14,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.history.forms import SORTS
-from benchmarks.history.records import SCHEMA_V2
 from benchmarks.models import Run
+from benchmarks.records.schema import SCHEMA_V2
 from kvlab import paging
 
 from ..conftest import jsonl

@@ -9,11 +9,11 @@ import re
 import pytest
 from django.urls import reverse
 
-from benchmarks.history.summaries import median_of
 from benchmarks.jobs import execution
 from benchmarks.jobs.forms import JobForm
 from benchmarks.jobs.lifecycle import submit_job, total_requests
 from benchmarks.models import Job, Run, Server
+from benchmarks.records.summaries import median_of
 
 from ..conftest import jsonl
 

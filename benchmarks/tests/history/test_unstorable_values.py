@@ -14,9 +14,9 @@ import pytest
 from aiohttp import web
 from django.urls import reverse
 
-from benchmarks.history.metrics import summarize
 from benchmarks.jobs import execution
 from benchmarks.models import FileImport, Job, RequestResult, Run, Server
+from benchmarks.records.metrics import summarize
 from benchmarks.templatetags.units import seconds, thousands, tok_s
 
 from ..conftest import flat, jsonl

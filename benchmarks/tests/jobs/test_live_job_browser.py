@@ -26,7 +26,7 @@ def tokens_of(page: Page) -> list[int]:
 
 def test_the_job_page_shows_each_request_as_it_streams(tab: Tab, settings, monkeypatch) -> None:
     settings.KVLAB_JOB_HEARTBEAT_S = 0.3
-    monkeypatch.setattr("benchmarks.tasks.enqueue", lambda job: None)  # run here, not through Celery
+    monkeypatch.setattr("benchmarks.enqueue.job", lambda job: None)  # run here, not through Celery
     with PacedServer(max_hold_s=30.0) as paced:
         server = Server.objects.create(name="paced", base_url=paced.url)
         params = {"prompt_tokens": 5, "n_predict": 150, "concurrency": 2, "requests": 3, "timeout_s": 60}

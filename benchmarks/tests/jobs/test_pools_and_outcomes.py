@@ -34,7 +34,7 @@ PER_SLOT = {"reachable": True, "props": {"total_slots": 3, "n_ctx_slot": 768, "m
 @pytest.fixture(autouse=True)
 def no_queue(monkeypatch):
     """Jobs are run here by the domain function, never sent to Celery."""
-    monkeypatch.setattr("benchmarks.tasks.enqueue", lambda job: None)
+    monkeypatch.setattr("benchmarks.enqueue.job", lambda job: None)
 
 
 def text(response) -> str:

@@ -13,7 +13,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.history.formats.aiperf import _metric_header
+from benchmarks.records.formats.aiperf import _metric_header
 
 OLD = re.compile(r"^(?P<name>.*?)\s*\((?P<unit>[^()]*)\)$")
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.history.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, aiperf, genai_perf, guidellm
-from benchmarks.history.records import check_json
+from benchmarks.records.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, aiperf, genai_perf, guidellm
+from benchmarks.records.storable import check_json
 
 START_NS = 1_790_787_219_902_853_000  # 2026-09-30T16:53:39.902853Z
 

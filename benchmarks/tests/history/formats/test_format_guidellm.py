@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 import yaml
 
-from benchmarks.history.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, guidellm
-from benchmarks.history.records import check_json
+from benchmarks.records.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, guidellm
+from benchmarks.records.storable import check_json
 
 START = 1772470696.5
 

@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 import pytest
 
-from benchmarks.history.formats import Declared, FormatError, Sample, Source, llama_bench
-from benchmarks.history.records import ALIAS_TO_FIELD
+from benchmarks.records.formats import Declared, FormatError, Sample, Source, llama_bench
+from benchmarks.records.schema import ALIAS_TO_FIELD
 
 from ...conftest import flat
 

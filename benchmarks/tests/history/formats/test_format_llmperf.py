@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.history.formats import Declared, FormatError, Sample, Source, llama_bench, llmperf
+from benchmarks.records.formats import Declared, FormatError, Sample, Source, llama_bench, llmperf
 
 STATS = (
     "inter_token_latency_s",

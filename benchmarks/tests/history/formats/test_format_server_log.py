@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.history.formats import Declared, FormatError, Sample, Source
-from benchmarks.history.formats import llama_server_log as fmt
+from benchmarks.records.formats import Declared, FormatError, Sample, Source
+from benchmarks.records.formats import llama_server_log as fmt
 from sizing.server_log import parse_startup_log
 
 LOG = b"""\

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.history.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, sglang, vllm
+from benchmarks.records.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, sglang, vllm
 
 
 def bench_result(**overrides: Any) -> dict[str, Any]:

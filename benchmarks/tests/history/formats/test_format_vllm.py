@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from benchmarks.history.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, vllm
-from benchmarks.history.records import check_json
+from benchmarks.records.formats import SCHEMA_V2, Declared, FormatError, Sample, Source, vllm
+from benchmarks.records.storable import check_json
 
 
 def serve_result(**overrides: Any) -> dict[str, Any]:

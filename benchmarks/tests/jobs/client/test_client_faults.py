@@ -17,12 +17,12 @@ import orjson
 import pytest
 
 from benchmarks.history.exporter import export_lines
-from benchmarks.history.records import normalize
 from benchmarks.jobs import execution
 from benchmarks.jobs.client import stream
 from benchmarks.jobs.client.stream import Outcome, session_for, stream_completion
 from benchmarks.jobs.client.target import Target, resolve_target
 from benchmarks.models import Job, Run, Server
+from benchmarks.records.schema import normalize
 
 from ...fake_server import FakeServer
 from ...real_parts import register, submit, wait_for

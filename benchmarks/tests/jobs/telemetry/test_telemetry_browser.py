@@ -128,7 +128,7 @@ def test_a_real_job_page_draws_the_slots_filling_while_it_runs(
     speed: the job cannot end before the page's polls see it running (a fast machine), and nothing has
     to happen within a fixed time (a loaded one; HANG_S only stops a hang)."""
     settings.KVLAB_JOB_HEARTBEAT_S = 0.3
-    monkeypatch.setattr("benchmarks.tasks.enqueue", lambda job: None)  # run here, not through Celery
+    monkeypatch.setattr("benchmarks.enqueue.job", lambda job: None)  # run here, not through Celery
     release = threading.Event()
     calls = itertools.count()
 

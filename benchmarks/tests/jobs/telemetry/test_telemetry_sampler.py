@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from benchmarks.history.records import check_json
 from benchmarks.jobs.client.stream import Progress, session_for, stream_completion
 from benchmarks.jobs.client.target import resolve_target
 from benchmarks.jobs.telemetry import sampler
 from benchmarks.jobs.telemetry.gpu import Gpus
 from benchmarks.jobs.telemetry.sampler import endpoints_from_probe, parse_metrics, sample, slim_slots
 from benchmarks.jobs.telemetry.series import Series
+from benchmarks.records.storable import check_json
 
 from ...real_parts import live_llama_server
 

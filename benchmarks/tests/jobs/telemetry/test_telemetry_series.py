@@ -9,8 +9,8 @@ import threading
 import orjson
 import pytest
 
-from benchmarks.history.records import check_json
 from benchmarks.jobs.telemetry.series import MAX_POINTS, MAX_SLOTS, Series
+from benchmarks.records.storable import check_json
 
 POOL = {"kind": "shared", "slots": 3, "slot_cells": 1024, "pool_cells": 1024, "from": "launch command"}
 

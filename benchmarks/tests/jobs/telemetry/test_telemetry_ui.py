@@ -353,7 +353,7 @@ def test_a_real_shared_pool_job_shows_its_pool_filling_and_who_filled_it(
 ):
     """The real llama-server on the tiny model: 3 × (200 prompt + 600 to generate) on one 1,024-cell pool.
     The job runs here (execution.execute_job, the worker's domain function); the pages read what it stored."""
-    monkeypatch.setattr("benchmarks.tasks.enqueue", lambda job: None)
+    monkeypatch.setattr("benchmarks.enqueue.job", lambda job: None)
     flags = ["-c", "1024", "-np", "3", "--kv-unified", "--metrics"]
     with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
         server = register(url, "llama-server " + " ".join(flags))

@@ -35,7 +35,7 @@ from typing import IO, Any
 import orjson
 
 from ..jsonl import UTF8_BOM, LineError
-from ..records import ALIASES, SCHEMAS
+from ..schema import ALIASES, SCHEMAS
 from . import SAMPLE_BYTES, Declared, Format, FormatError, Sample, Source
 
 log = logging.getLogger(__name__)

@@ -253,6 +253,11 @@ def _one_request(row: Sequence[Any], reported_wall_s: float | None, latencies: S
     )
 
 
+def success_rate(n_ok: int, n_requests: int) -> float | None:
+    """Ok requests / requests; None for a run without requests (models.outcomes says it in SQL)."""
+    return n_ok / n_requests if n_requests else None
+
+
 def mean(values: Sequence[float]) -> float:
     """The mean of a non-empty sequence, finite whenever its values are (their sum may not be)."""
     n = len(values)

@@ -108,7 +108,7 @@ def _some(values: Sequence[str], most: int) -> str:
 
 
 def measured_by(row: Mapping[str, Any]) -> str:
-    """The tool that measured a run row (history.sources.measured_by: "kvlab" for an executed run)."""
+    """The tool that measured a run row (records.sources.measured_by: "kvlab" for an executed run)."""
     return row.get("tool") or ("kvlab" if row.get("source") == "executed" else "")
 
 

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from django.db import connection
 
-from ..models import RequestResult
-from .metrics import rank_index
+from ..records.metrics import rank_index
 
 
-def itl_percentiles(run_id: int, percentiles: tuple[int, ...] = (50, 95)) -> dict[int, float | None]:
-    """Nearest-rank percentiles of every inter-token gap of the run's ok requests (two queries)."""
-    table = connection.ops.quote_name(RequestResult._meta.db_table)
+def itl_percentiles(
+    request_table: str, run_id: int, percentiles: tuple[int, ...] = (50, 95)
+) -> dict[int, float | None]:
+    """Nearest-rank percentiles of every inter-token gap of the run's ok requests (two queries).
+
+    request_table: RequestResult's, handed in by the model, which imports this module.
+    """
+    table = connection.ops.quote_name(request_table)
     if connection.vendor == "postgresql":
         length, unnest, value = "jsonb_array_length", "jsonb_array_elements_text", "j.value::float8"
     else:

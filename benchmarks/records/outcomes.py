@@ -1,13 +1,11 @@
 """What counts as an ok, partial, failed or empty run: one definition for every screen.
 
 The run list filter, the charts, the job page and the command line all read a run's
-outcome from here, in Python (`outcome_of`) or in SQL (`OUTCOME_Q`), so they can
+outcome from here, in Python (`outcome_of`) or in SQL (`models.outcomes.OUTCOME_Q`, the same rule), so they can
 never disagree.
 """
 
 from __future__ import annotations
-
-from django.db.models import F, Q
 
 OK = "ok"  # every request succeeded
 PARTIAL = "partial"  # some failed, some succeeded
@@ -33,16 +31,3 @@ def outcome_of(n_ok: int, n_requests: int, *, counts_reported: bool = True) -> s
     if n_ok == n_requests:
         return OK
     return FAILED if n_ok == 0 else PARTIAL
-
-
-# The same rule over Run's n_ok / n_requests columns (and its summary, for the counts).
-# OK, PARTIAL and FAILED need n_requests > 0, so a run without counts is never one of them.
-_COUNTS_NOT_REPORTED = Q(summary__isnull=False) & ~Q(summary__has_key="n_requests")
-OUTCOME_Q = {
-    OK: Q(n_requests__gt=0, n_ok=F("n_requests")),
-    PARTIAL: Q(n_ok__gt=0, n_ok__lt=F("n_requests")),
-    FAILED: Q(n_requests__gt=0, n_ok=0),
-    EMPTY: Q(n_requests=0) & ~_COUNTS_NOT_REPORTED,
-    UNKNOWN: Q(n_requests=0) & _COUNTS_NOT_REPORTED,
-}
-WITH_FAILURES_Q = OUTCOME_Q[PARTIAL] | OUTCOME_Q[FAILED]
