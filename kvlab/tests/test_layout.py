@@ -94,6 +94,7 @@ FLAT_MODULES = (
     "benchmarks.enqueue",
     "benchmarks.tasks",
     "benchmarks.urls",
+    "benchmarks.run_sizing.urls",
     "kvlab.celery",
     "kvlab.settings",
     "kvlab.urls",
@@ -127,20 +128,25 @@ ALLOWED: dict[str, set[str]] = {
     },
     VIEWS: {
         *("benchmarks.records", "benchmarks.models", "benchmarks.history", "benchmarks.charts", "benchmarks.jobs"),
-        *("benchmarks.sweeps", "benchmarks.templatetags", "benchmarks.enqueue", "kvlab", "kvlab.celery", "sizing"),
+        *("benchmarks.sweeps", "benchmarks.templatetags", "benchmarks.enqueue", "benchmarks.run_sizing"),
+        *("kvlab", "kvlab.celery", "sizing"),
     },
     "benchmarks.tasks": {"benchmarks.history", "benchmarks.jobs", "benchmarks.sweeps"},  # thin adapters
     "benchmarks.management": {
         *("benchmarks.records", "benchmarks.models", "benchmarks.history", "benchmarks.charts", "benchmarks.jobs"),
-        *("benchmarks.sweeps", "benchmarks.enqueue", "kvlab", "sizing"),
+        *("benchmarks.sweeps", "benchmarks.enqueue", "benchmarks.run_sizing", "kvlab", "sizing"),
     },
+    # what links sizing to the history: a run's flags and workload, measured speed, calibration
+    "benchmarks.run_sizing": {
+        *("benchmarks.records", "benchmarks.models", "benchmarks.history", "benchmarks.sweeps"),
+        *("kvlab", "sizing"),
+    },
+    "benchmarks.run_sizing.urls": {VIEWS},
     "benchmarks.admin": {"benchmarks.records", "benchmarks.models", "benchmarks.history"},
     "benchmarks.apps": {"benchmarks.sweeps"},  # connects the worker's announcement hooks
     "benchmarks.urls": {VIEWS, "benchmarks.charts"},  # charts.vendor serves Plotly's file
     "benchmarks.migrations": {"benchmarks.records", "benchmarks.history"},
 }
-# Imports that break a rule above and are being removed on another branch: expected to fail until then.
-PENDING = {("sizing", "benchmarks"): "removed on the sizing branch"}
 
 
 def node_of(module: str) -> str | None:
@@ -181,13 +187,6 @@ def import_edges() -> dict[tuple[str, str], list[str]]:
     return edges
 
 
-def pending_reason(source: str, target: str) -> str | None:
-    for (from_prefix, to_prefix), reason in PENDING.items():
-        if source.split(".")[0] == from_prefix and target.split(".")[0] == to_prefix:
-            return reason
-    return None
-
-
 def test_every_node_is_in_the_table():
     nodes = {node_of(module_name(p)) for p in PACKAGE_SOURCES}
     assert nodes - set(ALLOWED) == set()
@@ -199,12 +198,12 @@ def test_the_table_allows_each_pair_one_way_at_most():
 
 
 def _pairs() -> list[Any]:
-    """Every pair the table forbids, but those a pending rule below checks as one."""
+    """Every pair the table forbids."""
     return [
         pytest.param(source, target, id=f"{source} never imports {target}")
         for source in sorted(ALLOWED)
         for target in sorted(ALLOWED)
-        if source != target and target not in ALLOWED[source] and pending_reason(source, target) is None
+        if source != target and target not in ALLOWED[source]
     ]
 
 
@@ -213,26 +212,11 @@ def test_a_package_imports_only_what_the_table_allows(source, target):
     assert import_edges().get((source, target), []) == []
 
 
-@pytest.mark.parametrize(
-    ("source", "target"),
-    [
-        pytest.param(
-            source, target, marks=pytest.mark.xfail(strict=True, reason=reason), id=f"{source} never imports {target}"
-        )
-        for (source, target), reason in PENDING.items()
-    ],
-)
-def test_the_pending_rules(source, target):
-    """The rule, kept in the table, that a branch not merged yet makes true: the lead drops PENDING's entry then."""
-    assert [why for (a, b), why in import_edges().items() if pending_reason(a, b) and a.split(".")[0] == source] == []
-
-
 def test_no_cycle_between_packages():
-    """A package never reaches itself through the packages it imports (edges being removed elsewhere apart)."""
+    """A package never reaches itself through the packages it imports."""
     graph: dict[str, set[str]] = {}
     for source, target in import_edges():
-        if pending_reason(source, target) is None:
-            graph.setdefault(source, set()).add(target)
+        graph.setdefault(source, set()).add(target)
     done: set[str] = set()
 
     def cycle_from(node: str, path: list[str]) -> list[str] | None:
