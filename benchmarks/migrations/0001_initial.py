@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,162 +14,234 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='FileImport',
+            name="FileImport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('filename', models.CharField(max_length=255)),
-                ('sha256', models.CharField(max_length=64)),
-                ('size_bytes', models.PositiveBigIntegerField()),
-                ('origin', models.CharField(choices=[('upload', 'Upload'), ('command', 'command line'), ('demo', 'Demo')], max_length=16)),
-                ('status', models.CharField(choices=[('imported', 'Imported'), ('rejected', 'Rejected')], max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('n_read', models.PositiveIntegerField(default=0, verbose_name='records read')),
-                ('n_blank', models.PositiveIntegerField(default=0, verbose_name='blank lines')),
-                ('n_imported', models.PositiveIntegerField(default=0)),
-                ('n_duplicate', models.PositiveIntegerField(default=0)),
-                ('n_rejected', models.PositiveIntegerField(default=0)),
-                ('n_runs', models.PositiveIntegerField(default=0, verbose_name='runs touched')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("filename", models.CharField(max_length=255)),
+                ("sha256", models.CharField(max_length=64)),
+                ("size_bytes", models.PositiveBigIntegerField()),
+                (
+                    "origin",
+                    models.CharField(
+                        choices=[("upload", "Upload"), ("command", "command line"), ("demo", "Demo")], max_length=16
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(choices=[("imported", "Imported"), ("rejected", "Rejected")], max_length=16),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("n_read", models.PositiveIntegerField(default=0, verbose_name="records read")),
+                ("n_blank", models.PositiveIntegerField(default=0, verbose_name="blank lines")),
+                ("n_imported", models.PositiveIntegerField(default=0)),
+                ("n_duplicate", models.PositiveIntegerField(default=0)),
+                ("n_rejected", models.PositiveIntegerField(default=0)),
+                ("n_runs", models.PositiveIntegerField(default=0, verbose_name="runs touched")),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='RejectedLine',
+            name="RejectedLine",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('line_no', models.PositiveIntegerField()),
-                ('reason', models.TextField()),
-                ('excerpt', models.TextField(blank=True)),
-                ('file_import', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='rejected_lines', to='benchmarks.fileimport')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("line_no", models.PositiveIntegerField()),
+                ("reason", models.TextField()),
+                ("excerpt", models.TextField(blank=True)),
+                (
+                    "file_import",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="rejected_lines",
+                        to="benchmarks.fileimport",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['file_import', 'line_no'],
+                "ordering": ["file_import", "line_no"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200, unique=True, verbose_name='run id')),
-                ('source', models.CharField(choices=[('imported', 'Imported'), ('executed', 'Executed')], default='imported', max_length=16)),
-                ('label', models.CharField(blank=True, max_length=200)),
-                ('model', models.CharField(max_length=200)),
-                ('gpu', models.CharField(blank=True, max_length=200, verbose_name='GPU')),
-                ('vram_total_mib', models.PositiveIntegerField(null=True, verbose_name='VRAM total (MiB)')),
-                ('vram_used_mib', models.PositiveIntegerField(null=True, verbose_name='VRAM used (MiB)')),
-                ('wall_s', models.FloatField(null=True, verbose_name='reported wall time (s)')),
-                ('ctx_size', models.PositiveIntegerField(null=True, verbose_name='ctx size (-c)')),
-                ('parallel', models.PositiveIntegerField(null=True, verbose_name='parallel (-np)')),
-                ('kv_unified', models.BooleanField(null=True, verbose_name='unified KV')),
-                ('cache_type_k', models.CharField(blank=True, max_length=8, verbose_name='K cache type')),
-                ('cache_type_v', models.CharField(blank=True, max_length=8, verbose_name='V cache type')),
-                ('kv_offload', models.BooleanField(null=True, verbose_name='KV on GPU')),
-                ('flash_attn', models.CharField(blank=True, max_length=4, verbose_name='flash attention')),
-                ('concurrency', models.PositiveIntegerField(null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('started_at', models.DateTimeField(null=True)),
-                ('n_requests', models.PositiveIntegerField(default=0)),
-                ('n_ok', models.PositiveIntegerField(default=0)),
-                ('prompt_tokens_max', models.PositiveIntegerField(null=True)),
-                ('n_predict_max', models.IntegerField(null=True)),
-                ('output_tokens_total', models.PositiveBigIntegerField(null=True)),
-                ('tok_s_mean', models.FloatField(null=True)),
-                ('tok_s_min', models.FloatField(null=True)),
-                ('tok_s_max', models.FloatField(null=True)),
-                ('effective_wall_s', models.FloatField(null=True)),
-                ('effective_wall_source', models.CharField(blank=True, choices=[('reported', 'reported by the record'), ('derived', 'longest request elapsed')], max_length=8)),
-                ('throughput_tok_s', models.FloatField(null=True)),
-                ('first_import', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='benchmarks.fileimport')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=200, unique=True, verbose_name="run id")),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[("imported", "Imported"), ("executed", "Executed")], default="imported", max_length=16
+                    ),
+                ),
+                ("label", models.CharField(blank=True, max_length=200)),
+                ("model", models.CharField(max_length=200)),
+                ("gpu", models.CharField(blank=True, max_length=200, verbose_name="GPU")),
+                ("vram_total_mib", models.PositiveIntegerField(null=True, verbose_name="VRAM total (MiB)")),
+                ("vram_used_mib", models.PositiveIntegerField(null=True, verbose_name="VRAM used (MiB)")),
+                ("wall_s", models.FloatField(null=True, verbose_name="reported wall time (s)")),
+                ("ctx_size", models.PositiveIntegerField(null=True, verbose_name="ctx size (-c)")),
+                ("parallel", models.PositiveIntegerField(null=True, verbose_name="parallel (-np)")),
+                ("kv_unified", models.BooleanField(null=True, verbose_name="unified KV")),
+                ("cache_type_k", models.CharField(blank=True, max_length=8, verbose_name="K cache type")),
+                ("cache_type_v", models.CharField(blank=True, max_length=8, verbose_name="V cache type")),
+                ("kv_offload", models.BooleanField(null=True, verbose_name="KV on GPU")),
+                ("flash_attn", models.CharField(blank=True, max_length=4, verbose_name="flash attention")),
+                ("concurrency", models.PositiveIntegerField(null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("started_at", models.DateTimeField(null=True)),
+                ("n_requests", models.PositiveIntegerField(default=0)),
+                ("n_ok", models.PositiveIntegerField(default=0)),
+                ("prompt_tokens_max", models.PositiveIntegerField(null=True)),
+                ("n_predict_max", models.IntegerField(null=True)),
+                ("output_tokens_total", models.PositiveBigIntegerField(null=True)),
+                ("tok_s_mean", models.FloatField(null=True)),
+                ("tok_s_min", models.FloatField(null=True)),
+                ("tok_s_max", models.FloatField(null=True)),
+                ("effective_wall_s", models.FloatField(null=True)),
+                (
+                    "effective_wall_source",
+                    models.CharField(
+                        blank=True,
+                        choices=[("reported", "reported by the record"), ("derived", "longest request elapsed")],
+                        max_length=8,
+                    ),
+                ),
+                ("throughput_tok_s", models.FloatField(null=True)),
+                (
+                    "first_import",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="benchmarks.fileimport",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-started_at', '-id'],
+                "ordering": ["-started_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='RequestResult',
+            name="RequestResult",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.PositiveIntegerField(help_text='order within the run')),
-                ('ts', models.DateTimeField(null=True)),
-                ('ok', models.BooleanField()),
-                ('http_status', models.PositiveSmallIntegerField(null=True, verbose_name='HTTP status')),
-                ('error', models.TextField(blank=True)),
-                ('error_type', models.CharField(blank=True, max_length=24)),
-                ('prompt_tokens', models.PositiveIntegerField(null=True)),
-                ('n_predict', models.IntegerField(null=True)),
-                ('output_tokens', models.PositiveIntegerField(null=True)),
-                ('tok_s', models.FloatField(null=True, verbose_name='tok/s')),
-                ('elapsed_s', models.FloatField(null=True)),
-                ('ttft_s', models.FloatField(null=True, verbose_name='TTFT (s)')),
-                ('extra', models.JSONField(blank=True, default=dict)),
-                ('content_hash', models.CharField(max_length=32)),
-                ('occurrence', models.PositiveIntegerField(default=0)),
-                ('run', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='requests', to='benchmarks.run')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("seq", models.PositiveIntegerField(help_text="order within the run")),
+                ("ts", models.DateTimeField(null=True)),
+                ("ok", models.BooleanField()),
+                ("http_status", models.PositiveSmallIntegerField(null=True, verbose_name="HTTP status")),
+                ("error", models.TextField(blank=True)),
+                ("error_type", models.CharField(blank=True, max_length=24)),
+                ("prompt_tokens", models.PositiveIntegerField(null=True)),
+                ("n_predict", models.IntegerField(null=True)),
+                ("output_tokens", models.PositiveIntegerField(null=True)),
+                ("tok_s", models.FloatField(null=True, verbose_name="tok/s")),
+                ("elapsed_s", models.FloatField(null=True)),
+                ("ttft_s", models.FloatField(null=True, verbose_name="TTFT (s)")),
+                ("extra", models.JSONField(blank=True, default=dict)),
+                ("content_hash", models.CharField(max_length=32)),
+                ("occurrence", models.PositiveIntegerField(default=0)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="requests",
+                        to="benchmarks.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'seq'],
+                "ordering": ["run", "seq"],
             },
         ),
         migrations.AddIndex(
-            model_name='fileimport',
-            index=models.Index(fields=['sha256', 'status'], name='import_sha_idx'),
+            model_name="fileimport",
+            index=models.Index(fields=["sha256", "status"], name="import_sha_idx"),
         ),
         migrations.AddConstraint(
-            model_name='fileimport',
-            constraint=models.CheckConstraint(condition=models.Q(('status', 'rejected'), ('n_rejected', 0), _connector='OR'), name='import_imported_has_no_rejects'),
+            model_name="fileimport",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status", "rejected"), ("n_rejected", 0), _connector="OR"),
+                name="import_imported_has_no_rejects",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='fileimport',
-            constraint=models.CheckConstraint(condition=models.Q(('status', 'imported'), ('n_imported', 0), _connector='OR'), name='import_rejected_stores_nothing'),
+            model_name="fileimport",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status", "imported"), ("n_imported", 0), _connector="OR"),
+                name="import_rejected_stores_nothing",
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['started_at', 'id'], name='run_started_idx'),
+            model_name="run",
+            index=models.Index(fields=["started_at", "id"], name="run_started_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['model', 'started_at'], name='run_model_idx'),
+            model_name="run",
+            index=models.Index(fields=["model", "started_at"], name="run_model_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['gpu', 'started_at'], name='run_gpu_idx'),
+            model_name="run",
+            index=models.Index(fields=["gpu", "started_at"], name="run_gpu_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['label', 'started_at'], name='run_label_idx'),
+            model_name="run",
+            index=models.Index(fields=["label", "started_at"], name="run_label_idx"),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.CheckConstraint(condition=models.Q(('n_ok__lte', models.F('n_requests'))), name='run_ok_le_requests'),
+            model_name="run",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("n_ok__lte", models.F("n_requests"))), name="run_ok_le_requests"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.CheckConstraint(condition=models.Q(('key', ''), _negated=True), name='run_key_not_empty'),
+            model_name="run",
+            constraint=models.CheckConstraint(condition=models.Q(("key", ""), _negated=True), name="run_key_not_empty"),
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.CheckConstraint(condition=models.Q(('model', ''), _negated=True), name='run_model_not_empty'),
+            model_name="run",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("model", ""), _negated=True), name="run_model_not_empty"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='requestresult',
-            constraint=models.UniqueConstraint(fields=('run', 'content_hash', 'occurrence'), name='request_unique_content'),
+            model_name="requestresult",
+            constraint=models.UniqueConstraint(
+                fields=("run", "content_hash", "occurrence"), name="request_unique_content"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='requestresult',
-            constraint=models.UniqueConstraint(fields=('run', 'seq'), name='request_unique_seq'),
+            model_name="requestresult",
+            constraint=models.UniqueConstraint(fields=("run", "seq"), name="request_unique_seq"),
         ),
         migrations.AddConstraint(
-            model_name='requestresult',
-            constraint=models.CheckConstraint(condition=models.Q(('n_predict__gte', -1)), name='request_n_predict_valid'),
+            model_name="requestresult",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("n_predict__gte", -1)), name="request_n_predict_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='requestresult',
-            constraint=models.CheckConstraint(condition=models.Q(('tok_s__gte', 0), ('tok_s__isnull', True), _connector='OR'), name='request_tok_s_nonneg'),
+            model_name="requestresult",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("tok_s__gte", 0), ("tok_s__isnull", True), _connector="OR"),
+                name="request_tok_s_nonneg",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='requestresult',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('http_status__gte', 100), ('http_status__lte', 599)), ('http_status__isnull', True), _connector='OR'), name='request_http_status_valid'),
+            model_name="requestresult",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("http_status__gte", 100), ("http_status__lte", 599)),
+                    ("http_status__isnull", True),
+                    _connector="OR",
+                ),
+                name="request_http_status_valid",
+            ),
         ),
     ]

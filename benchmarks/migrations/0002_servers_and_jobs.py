@@ -6,80 +6,125 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0001_initial'),
+        ("benchmarks", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Server',
+            name="Server",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('base_url', models.URLField(max_length=300, verbose_name='base URL')),
-                ('api_key', models.CharField(blank=True, max_length=300, verbose_name='API key')),
-                ('notes', models.TextField(blank=True)),
-                ('gpu', models.CharField(blank=True, max_length=200, verbose_name='GPU')),
-                ('launch_command', models.TextField(blank=True, help_text="the llama-server command line it runs with: recorded as each run's configuration")),
-                ('queue', models.CharField(blank=True, help_text='Celery queue of the worker that serves this server (blank: the default)', max_length=100)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_probe', models.JSONField(blank=True, null=True)),
-                ('last_probed_at', models.DateTimeField(blank=True, null=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                ("base_url", models.URLField(max_length=300, verbose_name="base URL")),
+                ("api_key", models.CharField(blank=True, max_length=300, verbose_name="API key")),
+                ("notes", models.TextField(blank=True)),
+                ("gpu", models.CharField(blank=True, max_length=200, verbose_name="GPU")),
+                (
+                    "launch_command",
+                    models.TextField(
+                        blank=True,
+                        help_text="the llama-server command line it runs with: recorded as each run's configuration",
+                    ),
+                ),
+                (
+                    "queue",
+                    models.CharField(
+                        blank=True,
+                        help_text="Celery queue of the worker that serves this server (blank: the default)",
+                        max_length=100,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_probe", models.JSONField(blank=True, null=True)),
+                ("last_probed_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.AddField(
-            model_name='run',
-            name='server_props',
-            field=models.JSONField(blank=True, help_text='/props and /slots when an executed run started', null=True),
+            model_name="run",
+            name="server_props",
+            field=models.JSONField(blank=True, help_text="/props and /slots when an executed run started", null=True),
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('label', models.CharField(blank=True, max_length=200)),
-                ('params', models.JSONField(help_text='the validated job form: prompts, n_predict, concurrency, ...')),
-                ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='queued', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('claimed_at', models.DateTimeField(null=True)),
-                ('heartbeat_at', models.DateTimeField(null=True)),
-                ('finished_at', models.DateTimeField(null=True)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('attempts', models.PositiveSmallIntegerField(default=0)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('error', models.TextField(blank=True)),
-                ('n_total', models.PositiveIntegerField(default=0)),
-                ('n_done', models.PositiveIntegerField(default=0)),
-                ('n_failed', models.PositiveIntegerField(default=0)),
-                ('n_running', models.PositiveIntegerField(default=0)),
-                ('tokens_out', models.PositiveBigIntegerField(default=0)),
-                ('recent_errors', models.JSONField(blank=True, default=list)),
-                ('created_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('server', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='jobs', to='benchmarks.server')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("label", models.CharField(blank=True, max_length=200)),
+                ("params", models.JSONField(help_text="the validated job form: prompts, n_predict, concurrency, ...")),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("claimed_at", models.DateTimeField(null=True)),
+                ("heartbeat_at", models.DateTimeField(null=True)),
+                ("finished_at", models.DateTimeField(null=True)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("attempts", models.PositiveSmallIntegerField(default=0)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("error", models.TextField(blank=True)),
+                ("n_total", models.PositiveIntegerField(default=0)),
+                ("n_done", models.PositiveIntegerField(default=0)),
+                ("n_failed", models.PositiveIntegerField(default=0)),
+                ("n_running", models.PositiveIntegerField(default=0)),
+                ("tokens_out", models.PositiveBigIntegerField(default=0)),
+                ("recent_errors", models.JSONField(blank=True, default=list)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "server",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="jobs", to="benchmarks.server"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.AddField(
-            model_name='run',
-            name='job',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='runs', to='benchmarks.job'),
+            model_name="run",
+            name="job",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="runs",
+                to="benchmarks.job",
+            ),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['state', 'heartbeat_at'], name='job_state_heartbeat_idx'),
+            model_name="job",
+            index=models.Index(fields=["state", "heartbeat_at"], name="job_state_heartbeat_idx"),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('n_failed__lte', models.F('n_done'))), name='job_failed_le_done'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("n_failed__lte", models.F("n_done"))), name="job_failed_le_done"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('n_done__lte', models.F('n_total'))), name='job_done_le_total'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("n_done__lte", models.F("n_total"))), name="job_done_le_total"
+            ),
         ),
     ]

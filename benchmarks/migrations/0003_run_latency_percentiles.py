@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0002_servers_and_jobs'),
+        ("benchmarks", "0002_servers_and_jobs"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='e2e_p95',
-            field=models.FloatField(null=True, verbose_name='E2E p95 (s)'),
+            model_name="run",
+            name="e2e_p95",
+            field=models.FloatField(null=True, verbose_name="E2E p95 (s)"),
         ),
         migrations.AddField(
-            model_name='run',
-            name='ttft_p50',
-            field=models.FloatField(null=True, verbose_name='TTFT p50 (s)'),
+            model_name="run",
+            name="ttft_p50",
+            field=models.FloatField(null=True, verbose_name="TTFT p50 (s)"),
         ),
         migrations.AddField(
-            model_name='run',
-            name='ttft_p95',
-            field=models.FloatField(null=True, verbose_name='TTFT p95 (s)'),
+            model_name="run",
+            name="ttft_p95",
+            field=models.FloatField(null=True, verbose_name="TTFT p95 (s)"),
         ),
     ]

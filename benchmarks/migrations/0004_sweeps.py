@@ -6,109 +6,197 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0003_run_latency_percentiles'),
+        ("benchmarks", "0003_run_latency_percentiles"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='LaunchHost',
+            name="LaunchHost",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('binary_path', models.CharField(help_text='absolute path of llama-server on that machine', max_length=500)),
-                ('models_dir', models.CharField(help_text='only GGUF files inside this directory can be launched', max_length=500)),
-                ('bind_address', models.GenericIPAddressField(default='127.0.0.1')),
-                ('port_min', models.PositiveIntegerField(default=18000)),
-                ('port_max', models.PositiveIntegerField(default=18099)),
-                ('gpu', models.CharField(blank=True, max_length=200, verbose_name='GPU')),
-                ('gpu_mib', models.PositiveIntegerField(blank=True, null=True, verbose_name='GPU memory (MiB)')),
-                ('queue', models.CharField(blank=True, help_text='the Celery queue of the worker on that machine', max_length=100)),
-                ('notes', models.TextField(blank=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                (
+                    "binary_path",
+                    models.CharField(help_text="absolute path of llama-server on that machine", max_length=500),
+                ),
+                (
+                    "models_dir",
+                    models.CharField(help_text="only GGUF files inside this directory can be launched", max_length=500),
+                ),
+                ("bind_address", models.GenericIPAddressField(default="127.0.0.1")),
+                ("port_min", models.PositiveIntegerField(default=18000)),
+                ("port_max", models.PositiveIntegerField(default=18099)),
+                ("gpu", models.CharField(blank=True, max_length=200, verbose_name="GPU")),
+                ("gpu_mib", models.PositiveIntegerField(blank=True, null=True, verbose_name="GPU memory (MiB)")),
+                (
+                    "queue",
+                    models.CharField(
+                        blank=True, help_text="the Celery queue of the worker on that machine", max_length=100
+                    ),
+                ),
+                ("notes", models.TextField(blank=True)),
             ],
             options={
-                'ordering': ['name'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('port_min__lte', models.F('port_max'))), name='host_port_range_ordered'), models.CheckConstraint(condition=models.Q(('port_max__lte', 65535), ('port_min__gte', 1024)), name='host_port_range_valid')],
+                "ordering": ["name"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("port_min__lte", models.F("port_max"))), name="host_port_range_ordered"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("port_max__lte", 65535), ("port_min__gte", 1024)),
+                        name="host_port_range_valid",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Sweep',
+            name="Sweep",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model_file', models.CharField(help_text="a GGUF file name inside the host's models directory", max_length=500)),
-                ('label', models.CharField(blank=True, max_length=200)),
-                ('params', models.JSONField(help_text='workload: prompt, n_predict, concurrencies, requests, repeats, timeout')),
-                ('preference', models.CharField(default='throughput', max_length=16)),
-                ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], default='queued', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('heartbeat_at', models.DateTimeField(null=True)),
-                ('finished_at', models.DateTimeField(null=True)),
-                ('worker', models.CharField(blank=True, max_length=200)),
-                ('cancel_requested', models.BooleanField(default=False)),
-                ('error', models.TextField(blank=True)),
-                ('created_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('host', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='sweeps', to='benchmarks.launchhost')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "model_file",
+                    models.CharField(help_text="a GGUF file name inside the host's models directory", max_length=500),
+                ),
+                ("label", models.CharField(blank=True, max_length=200)),
+                (
+                    "params",
+                    models.JSONField(
+                        help_text="workload: prompt, n_predict, concurrencies, requests, repeats, timeout"
+                    ),
+                ),
+                ("preference", models.CharField(default="throughput", max_length=16)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("heartbeat_at", models.DateTimeField(null=True)),
+                ("finished_at", models.DateTimeField(null=True)),
+                ("worker", models.CharField(blank=True, max_length=200)),
+                ("cancel_requested", models.BooleanField(default=False)),
+                ("error", models.TextField(blank=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
+                (
+                    "host",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="sweeps", to="benchmarks.launchhost"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', '-id'],
+                "ordering": ["-created_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='SweepConfig',
+            name="SweepConfig",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveSmallIntegerField()),
-                ('command', models.TextField(help_text='the flags, as typed')),
-                ('args', models.JSONField(default=list, help_text='the argument list the process was started with')),
-                ('outcome', models.CharField(choices=[('pending', 'Pending'), ('ran', 'Ran'), ('invalid', 'refused by kvlab (invalid flags)'), ('failed_to_start', 'failed to start'), ('crashed', 'Crashed'), ('cancelled', 'Cancelled')], default='pending', max_length=16)),
-                ('error', models.TextField(blank=True)),
-                ('log_tail', models.TextField(blank=True)),
-                ('predicted', models.JSONField(blank=True, help_text='sizing.report.as_json before the launch', null=True)),
-                ('reported', models.JSONField(blank=True, help_text='sizing.server_log.read_server_log after it', null=True)),
-                ('started_at', models.DateTimeField(null=True)),
-                ('finished_at', models.DateTimeField(null=True)),
-                ('sweep', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='configs', to='benchmarks.sweep')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("position", models.PositiveSmallIntegerField()),
+                ("command", models.TextField(help_text="the flags, as typed")),
+                ("args", models.JSONField(default=list, help_text="the argument list the process was started with")),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("ran", "Ran"),
+                            ("invalid", "refused by kvlab (invalid flags)"),
+                            ("failed_to_start", "failed to start"),
+                            ("crashed", "Crashed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("log_tail", models.TextField(blank=True)),
+                (
+                    "predicted",
+                    models.JSONField(blank=True, help_text="sizing.report.as_json before the launch", null=True),
+                ),
+                (
+                    "reported",
+                    models.JSONField(blank=True, help_text="sizing.server_log.read_server_log after it", null=True),
+                ),
+                ("started_at", models.DateTimeField(null=True)),
+                ("finished_at", models.DateTimeField(null=True)),
+                (
+                    "sweep",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="configs", to="benchmarks.sweep"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['sweep', 'position'],
+                "ordering": ["sweep", "position"],
             },
         ),
         migrations.CreateModel(
-            name='CalibrationPoint',
+            name="CalibrationPoint",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('model_name', models.CharField(max_length=300)),
-                ('arch', models.CharField(max_length=50)),
-                ('flags_key', models.CharField(help_text='the flags that decide memory, normalised', max_length=300)),
-                ('predicted_kv_bytes', models.PositiveBigIntegerField()),
-                ('reported_kv_mib', models.FloatField()),
-                ('predicted_compute_bytes', models.PositiveBigIntegerField()),
-                ('reported_compute_mib', models.FloatField()),
-                ('reported_model_mib', models.FloatField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('config', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='benchmarks.sweepconfig')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("model_name", models.CharField(max_length=300)),
+                ("arch", models.CharField(max_length=50)),
+                ("flags_key", models.CharField(help_text="the flags that decide memory, normalised", max_length=300)),
+                ("predicted_kv_bytes", models.PositiveBigIntegerField()),
+                ("reported_kv_mib", models.FloatField()),
+                ("predicted_compute_bytes", models.PositiveBigIntegerField()),
+                ("reported_compute_mib", models.FloatField()),
+                ("reported_model_mib", models.FloatField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "config",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="benchmarks.sweepconfig",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
         migrations.AddField(
-            model_name='job',
-            name='sweep_config',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='jobs', to='benchmarks.sweepconfig'),
+            model_name="job",
+            name="sweep_config",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="jobs",
+                to="benchmarks.sweepconfig",
+            ),
         ),
         migrations.AddIndex(
-            model_name='sweep',
-            index=models.Index(fields=['state', 'heartbeat_at'], name='sweep_state_heartbeat_idx'),
+            model_name="sweep",
+            index=models.Index(fields=["state", "heartbeat_at"], name="sweep_state_heartbeat_idx"),
         ),
         migrations.AddConstraint(
-            model_name='sweepconfig',
-            constraint=models.UniqueConstraint(fields=('sweep', 'position'), name='sweep_config_position_unique'),
+            model_name="sweepconfig",
+            constraint=models.UniqueConstraint(fields=("sweep", "position"), name="sweep_config_position_unique"),
         ),
         migrations.AddIndex(
-            model_name='calibrationpoint',
-            index=models.Index(fields=['model_name', 'flags_key'], name='calibration_lookup_idx'),
+            model_name="calibrationpoint",
+            index=models.Index(fields=["model_name", "flags_key"], name="calibration_lookup_idx"),
         ),
     ]

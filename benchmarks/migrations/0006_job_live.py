@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0005_jobs_record_their_target'),
+        ("benchmarks", "0005_jobs_record_their_target"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='live',
+            model_name="job",
+            name="live",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

@@ -21,46 +21,47 @@ def keep_old_paths_in_notes(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0006_job_live'),
+        ("benchmarks", "0006_job_live"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='launchhost',
-            name='announced_at',
+            model_name="launchhost",
+            name="announced_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='launchhost',
-            name='binaries',
-            field=models.JSONField(default=list, help_text='llama-server binaries the worker lists'),
+            model_name="launchhost",
+            name="binaries",
+            field=models.JSONField(default=list, help_text="llama-server binaries the worker lists"),
         ),
         migrations.AddField(
-            model_name='launchhost',
-            name='gguf_files',
+            model_name="launchhost",
+            name="gguf_files",
             field=models.JSONField(default=list, help_text='the .gguf files found there: [{"file", "bytes"}]'),
         ),
         migrations.AddField(
-            model_name='launchhost',
-            name='models_dirs',
-            field=models.JSONField(default=list, help_text='model directories the worker lists'),
+            model_name="launchhost",
+            name="models_dirs",
+            field=models.JSONField(default=list, help_text="model directories the worker lists"),
         ),
         migrations.AddField(
-            model_name='launchhost',
-            name='problems',
-            field=models.JSONField(default=list, help_text='settings the worker refused, with the reason'),
+            model_name="launchhost",
+            name="problems",
+            field=models.JSONField(default=list, help_text="settings the worker refused, with the reason"),
         ),
         migrations.AddField(
-            model_name='launchhost',
-            name='worker',
-            field=models.CharField(blank=True, help_text='the worker that announced it', max_length=200),
+            model_name="launchhost",
+            name="worker",
+            field=models.CharField(blank=True, help_text="the worker that announced it", max_length=200),
         ),
         migrations.AddField(
-            model_name='sweep',
-            name='binary',
-            field=models.CharField(blank=True, help_text="one of the host's binaries; blank: its first", max_length=500),
+            model_name="sweep",
+            name="binary",
+            field=models.CharField(
+                blank=True, help_text="one of the host's binaries; blank: its first", max_length=500
+            ),
         ),
         migrations.RunPython(keep_old_paths_in_notes, migrations.RunPython.noop),
     ]

@@ -4,60 +4,90 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0009_request_failed_idx'),
+        ("benchmarks", "0009_request_failed_idx"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='fileimport',
-            name='format',
-            field=models.CharField(blank=True, db_default='', default='', help_text='the detected or forced input format', max_length=40),
+            model_name="fileimport",
+            name="format",
+            field=models.CharField(
+                blank=True, db_default="", default="", help_text="the detected or forced input format", max_length=40
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='engine',
-            field=models.CharField(blank=True, db_default='', default='', help_text='the serving engine, e.g. llama.cpp, vllm', max_length=40),
+            model_name="run",
+            name="engine",
+            field=models.CharField(
+                blank=True,
+                db_default="",
+                default="",
+                help_text="the serving engine, e.g. llama.cpp, vllm",
+                max_length=40,
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='provenance',
-            field=models.JSONField(blank=True, db_default=models.Value({}, output_field=models.JSONField()), default=dict, help_text='field -> file | declared | derived: where each value came from'),
+            model_name="run",
+            name="provenance",
+            field=models.JSONField(
+                blank=True,
+                db_default=models.Value({}, output_field=models.JSONField()),
+                default=dict,
+                help_text="field -> file | declared | derived: where each value came from",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='request_rate',
-            field=models.FloatField(help_text='the configured rate; null: unpaced', null=True, verbose_name='request rate (req/s)'),
+            model_name="run",
+            name="request_rate",
+            field=models.FloatField(
+                help_text="the configured rate; null: unpaced", null=True, verbose_name="request rate (req/s)"
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='requests_sampled',
-            field=models.BooleanField(db_default=False, default=False, help_text="the stored requests are a sample of the run's"),
+            model_name="run",
+            name="requests_sampled",
+            field=models.BooleanField(
+                db_default=False, default=False, help_text="the stored requests are a sample of the run's"
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='server_flags',
-            field=models.TextField(blank=True, db_default='', default='', help_text="the server's command-line flags", verbose_name='server flags'),
+            model_name="run",
+            name="server_flags",
+            field=models.TextField(
+                blank=True,
+                db_default="",
+                default="",
+                help_text="the server's command-line flags",
+                verbose_name="server flags",
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='server_log',
-            field=models.TextField(blank=True, db_default='', default='', help_text='the llama-server start-up log attached on import'),
+            model_name="run",
+            name="server_log",
+            field=models.TextField(
+                blank=True, db_default="", default="", help_text="the llama-server start-up log attached on import"
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='summary',
+            model_name="run",
+            name="summary",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='tool',
-            field=models.CharField(blank=True, db_default='', default='', help_text='the benchmark tool, e.g. vllm, guidellm, kvlab', max_length=40),
+            model_name="run",
+            name="tool",
+            field=models.CharField(
+                blank=True,
+                db_default="",
+                default="",
+                help_text="the benchmark tool, e.g. vllm, guidellm, kvlab",
+                max_length=40,
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='tool_version',
-            field=models.CharField(blank=True, db_default='', default='', max_length=40),
+            model_name="run",
+            name="tool_version",
+            field=models.CharField(blank=True, db_default="", default="", max_length=40),
         ),
     ]

@@ -4,35 +4,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0010_run_tool_summary_provenance'),
+        ("benchmarks", "0010_run_tool_summary_provenance"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='fileimport',
-            name='n_new_runs',
-            field=models.PositiveIntegerField(db_default=0, default=0, verbose_name='runs stored'),
+            model_name="fileimport",
+            name="n_new_runs",
+            field=models.PositiveIntegerField(db_default=0, default=0, verbose_name="runs stored"),
         ),
         migrations.AddField(
-            model_name='fileimport',
-            name='n_summaries',
-            field=models.PositiveIntegerField(db_default=0, default=0, verbose_name='run summaries stored'),
+            model_name="fileimport",
+            name="n_summaries",
+            field=models.PositiveIntegerField(db_default=0, default=0, verbose_name="run summaries stored"),
         ),
         migrations.AddField(
-            model_name='requestresult',
-            name='itl_s',
-            field=models.JSONField(blank=True, null=True, verbose_name='inter-token latencies (s)'),
+            model_name="requestresult",
+            name="itl_s",
+            field=models.JSONField(blank=True, null=True, verbose_name="inter-token latencies (s)"),
         ),
         migrations.AddField(
-            model_name='run',
-            name='summary_extra',
+            model_name="run",
+            name="summary_extra",
             field=models.JSONField(blank=True, help_text="the summary record's keys kvlab does not map", null=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='tool_format',
-            field=models.CharField(blank=True, db_default='', default='', help_text="which of the tool's outputs, e.g. 'vllm bench serve'", max_length=60),
+            model_name="run",
+            name="tool_format",
+            field=models.CharField(
+                blank=True,
+                db_default="",
+                default="",
+                help_text="which of the tool's outputs, e.g. 'vllm bench serve'",
+                max_length=60,
+            ),
         ),
     ]

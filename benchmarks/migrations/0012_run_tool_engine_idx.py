@@ -4,18 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0011_run_summary_extra_request_itl'),
+        ("benchmarks", "0011_run_summary_extra_request_itl"),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['tool', 'started_at'], name='run_tool_idx'),
+            model_name="run",
+            index=models.Index(fields=["tool", "started_at"], name="run_tool_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['engine', 'started_at'], name='run_engine_idx'),
+            model_name="run",
+            index=models.Index(fields=["engine", "started_at"], name="run_engine_idx"),
         ),
     ]

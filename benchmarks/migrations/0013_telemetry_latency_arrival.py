@@ -4,50 +4,49 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0012_run_tool_engine_idx'),
+        ("benchmarks", "0012_run_tool_engine_idx"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='telemetry',
+            model_name="job",
+            name="telemetry",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='arrival',
-            field=models.CharField(blank=True, db_default='', default='', max_length=16),
+            model_name="run",
+            name="arrival",
+            field=models.CharField(blank=True, db_default="", default="", max_length=16),
         ),
         migrations.AddField(
-            model_name='run',
-            name='e2e_p50',
-            field=models.FloatField(null=True, verbose_name='E2E p50 (s)'),
+            model_name="run",
+            name="e2e_p50",
+            field=models.FloatField(null=True, verbose_name="E2E p50 (s)"),
         ),
         migrations.AddField(
-            model_name='run',
-            name='itl_p50',
-            field=models.FloatField(null=True, verbose_name='ITL p50 (s)'),
+            model_name="run",
+            name="itl_p50",
+            field=models.FloatField(null=True, verbose_name="ITL p50 (s)"),
         ),
         migrations.AddField(
-            model_name='run',
-            name='itl_p95',
-            field=models.FloatField(null=True, verbose_name='ITL p95 (s)'),
+            model_name="run",
+            name="itl_p95",
+            field=models.FloatField(null=True, verbose_name="ITL p95 (s)"),
         ),
         migrations.AddField(
-            model_name='run',
-            name='telemetry',
+            model_name="run",
+            name="telemetry",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='tpot_p50',
-            field=models.FloatField(null=True, verbose_name='TPOT p50 (s)'),
+            model_name="run",
+            name="tpot_p50",
+            field=models.FloatField(null=True, verbose_name="TPOT p50 (s)"),
         ),
         migrations.AddField(
-            model_name='run',
-            name='tpot_p95',
-            field=models.FloatField(null=True, verbose_name='TPOT p95 (s)'),
+            model_name="run",
+            name="tpot_p95",
+            field=models.FloatField(null=True, verbose_name="TPOT p95 (s)"),
         ),
     ]

@@ -41,45 +41,50 @@ def nulls_last(apps, schema_editor):
     nulls_first(apps, schema_editor, first=False)
 
 
-
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0013_telemetry_latency_arrival'),
+        ("benchmarks", "0013_telemetry_latency_arrival"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='run',
-            options={'ordering': [models.OrderBy(models.F('started_at'), descending=True, nulls_last=True), models.OrderBy(models.F('id'), descending=True)]},
+            name="run",
+            options={
+                "ordering": [
+                    models.OrderBy(models.F("started_at"), descending=True, nulls_last=True),
+                    models.OrderBy(models.F("id"), descending=True),
+                ]
+            },
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['ctx_size', 'id'], name='run_sort_ctx_idx'),
+            model_name="run",
+            index=models.Index(fields=["ctx_size", "id"], name="run_sort_ctx_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['parallel', 'id'], name='run_sort_parallel_idx'),
+            model_name="run",
+            index=models.Index(fields=["parallel", "id"], name="run_sort_parallel_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['concurrency', 'id'], name='run_sort_concurrency_idx'),
+            model_name="run",
+            index=models.Index(fields=["concurrency", "id"], name="run_sort_concurrency_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['prompt_tokens_max', 'id'], name='run_sort_prompt_idx'),
+            model_name="run",
+            index=models.Index(fields=["prompt_tokens_max", "id"], name="run_sort_prompt_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['n_ok', 'id'], name='run_sort_ok_idx'),
+            model_name="run",
+            index=models.Index(fields=["n_ok", "id"], name="run_sort_ok_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['tok_s_mean', 'id'], name='run_sort_tok_s_idx'),
+            model_name="run",
+            index=models.Index(fields=["tok_s_mean", "id"], name="run_sort_tok_s_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(condition=models.Q(('n_requests', 0)), fields=['started_at', 'id'], name='run_uncounted_idx'),
+            model_name="run",
+            index=models.Index(
+                condition=models.Q(("n_requests", 0)), fields=["started_at", "id"], name="run_uncounted_idx"
+            ),
         ),
         migrations.RunPython(nulls_first, nulls_last, elidable=False),
     ]

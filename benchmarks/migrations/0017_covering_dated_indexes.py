@@ -29,61 +29,59 @@ def nulls_last(apps, schema_editor):
     nulls_first(apps, schema_editor, first=False)
 
 
-
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0016_timeline_rollups'),
+        ("benchmarks", "0016_timeline_rollups"),
     ]
 
     operations = [
         migrations.RemoveIndex(
-            model_name='run',
-            name='run_started_idx',
+            model_name="run",
+            name="run_started_idx",
         ),
         migrations.RemoveIndex(
-            model_name='run',
-            name='run_model_idx',
+            model_name="run",
+            name="run_model_idx",
         ),
         migrations.RemoveIndex(
-            model_name='run',
-            name='run_gpu_idx',
+            model_name="run",
+            name="run_gpu_idx",
         ),
         migrations.RemoveIndex(
-            model_name='run',
-            name='run_label_idx',
+            model_name="run",
+            name="run_label_idx",
         ),
         migrations.RemoveIndex(
-            model_name='run',
-            name='run_tool_idx',
+            model_name="run",
+            name="run_tool_idx",
         ),
         migrations.RemoveIndex(
-            model_name='run',
-            name='run_engine_idx',
+            model_name="run",
+            name="run_engine_idx",
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['started_at', 'id', 'n_requests', 'n_ok'], name='run_started_idx'),
+            model_name="run",
+            index=models.Index(fields=["started_at", "id", "n_requests", "n_ok"], name="run_started_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['model', 'started_at', 'id', 'n_requests', 'n_ok'], name='run_model_idx'),
+            model_name="run",
+            index=models.Index(fields=["model", "started_at", "id", "n_requests", "n_ok"], name="run_model_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['gpu', 'started_at', 'id', 'n_requests', 'n_ok'], name='run_gpu_idx'),
+            model_name="run",
+            index=models.Index(fields=["gpu", "started_at", "id", "n_requests", "n_ok"], name="run_gpu_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['label', 'started_at', 'id', 'n_requests', 'n_ok'], name='run_label_idx'),
+            model_name="run",
+            index=models.Index(fields=["label", "started_at", "id", "n_requests", "n_ok"], name="run_label_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['tool', 'started_at', 'id', 'n_requests', 'n_ok'], name='run_tool_idx'),
+            model_name="run",
+            index=models.Index(fields=["tool", "started_at", "id", "n_requests", "n_ok"], name="run_tool_idx"),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['engine', 'started_at', 'id', 'n_requests', 'n_ok'], name='run_engine_idx'),
+            model_name="run",
+            index=models.Index(fields=["engine", "started_at", "id", "n_requests", "n_ok"], name="run_engine_idx"),
         ),
         migrations.RunPython(nulls_first, nulls_last, elidable=False),
     ]

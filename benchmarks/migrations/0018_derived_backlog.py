@@ -5,25 +5,43 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0017_covering_dated_indexes'),
+        ("benchmarks", "0017_covering_dated_indexes"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DerivedBacklog',
+            name="DerivedBacklog",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('first_run_id', models.BigIntegerField(null=True)),
-                ('last_run_id', models.BigIntegerField(null=True)),
-                ('run_ids', models.JSONField(blank=True, default=list, help_text='other changed runs (stored runs added to)')),
-                ('were', models.JSONField(blank=True, default=list, help_text='where those were counted before the change (history.rollups.position)')),
-                ('n_runs', models.PositiveIntegerField(help_text="how many runs this change holds (the pages' count)")),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("first_run_id", models.BigIntegerField(null=True)),
+                ("last_run_id", models.BigIntegerField(null=True)),
+                (
+                    "run_ids",
+                    models.JSONField(blank=True, default=list, help_text="other changed runs (stored runs added to)"),
+                ),
+                (
+                    "were",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="where those were counted before the change (history.rollups.position)",
+                    ),
+                ),
+                ("n_runs", models.PositiveIntegerField(help_text="how many runs this change holds (the pages' count)")),
             ],
             options={
-                'constraints': [models.CheckConstraint(condition=models.Q(('first_run_id__lte', models.F('last_run_id')), models.Q(('first_run_id__isnull', True), ('last_run_id__isnull', True)), _connector='OR'), name='derived_backlog_range')],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("first_run_id__lte", models.F("last_run_id")),
+                            models.Q(("first_run_id__isnull", True), ("last_run_id__isnull", True)),
+                            _connector="OR",
+                        ),
+                        name="derived_backlog_range",
+                    )
+                ],
             },
         ),
     ]

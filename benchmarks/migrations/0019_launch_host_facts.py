@@ -6,20 +6,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('benchmarks', '0018_derived_backlog'),
+        ("benchmarks", "0018_derived_backlog"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='launchhost',
-            name='facts',
-            field=models.JSONField(blank=True, default=dict, help_text='the machine as its worker saw it: CPU, RAM, GPUs, llama.cpp builds'),
+            model_name="launchhost",
+            name="facts",
+            field=models.JSONField(
+                blank=True, default=dict, help_text="the machine as its worker saw it: CPU, RAM, GPUs, llama.cpp builds"
+            ),
         ),
         migrations.AddField(
-            model_name='launchhost',
-            name='facts_at',
-            field=models.DateTimeField(blank=True, help_text='when the worker gathered the facts', null=True),
+            model_name="launchhost",
+            name="facts_at",
+            field=models.DateTimeField(blank=True, help_text="when the worker gathered the facts", null=True),
         ),
     ]

@@ -61,7 +61,7 @@ class BaselineComparison(models.Model):
     label = models.CharField(max_length=200, blank=True, default="")
     server_pk = models.IntegerField(default=0)
     window_size = models.PositiveSmallIntegerField()
-    metric = models.CharField(max_length=16, help_text="a key of charts.figures.METRICS")
+    metric = models.CharField(max_length=16, help_text="a key of records.catalogue.METRICS")
     latest_run = models.ForeignKey(  # no index of its own: comparison_worst_idx ends with it
         "Run",
         on_delete=models.DO_NOTHING,
