@@ -71,7 +71,7 @@ class SizingSnapshot(models.Model):
     result = models.JSONField(help_text="sizing.report.as_json at the time of sharing")
     report_text = models.TextField()
     view = models.JSONField(
-        null=True, help_text="sizing.render.page_view: what the page showed, rendered by the page's own partial"
+        null=True, help_text="sizing.render.page_data: what the page showed, rendered by the page's own partial"
     )
     formula_version = models.CharField(max_length=80)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)

@@ -23,7 +23,7 @@ from .memory import COMPUTE_FORMULA
 from .parsers import GPU_FIELDS, MAX_GPU_MIB, MAX_GPU_VALUES, MIN_MEMORY_MIB, as_query, query_values
 from .placement.types import MAX_DEVICES
 from .recommend import RANKING
-from .render import page_view
+from .render import page_data
 from .report import RecordCheck, as_json
 from .size import Sizing
 
@@ -59,9 +59,9 @@ def sizing_view(
     measured: dict[str, object] | None = None,
     record: RecordCheck | None = None,
 ) -> dict[str, object]:
-    """What the page shows of this sizing (render.page_view), with a run's measured speed and record check
+    """What the page shows of this sizing (render.page_data), with a run's measured speed and record check
     when the history has them."""
-    return page_view(
+    return page_data(
         result,
         title=inputs.model_label,
         command_line=shlex.join(to_command(inputs.flags, inputs.model_path)),

@@ -1,4 +1,4 @@
-"""Human-readable sizings: the page's view of one (`page_view`, what the sizing page and a
+"""Human-readable sizings: the data the page shows of one (`page_data`, what the sizing page and a
 shared snapshot both render through the same template partial), and a plain-text report
 (kvsize, and the snapshot's copy-paste text). Exact bytes with MiB beside them. Pure."""
 
@@ -17,7 +17,7 @@ from .report import RecordCheck, context_json, cpu_json, fit_log, model_json, ou
 from .size import Sizing
 from .weights import WeightsFigure
 
-# The shape of page_view's dict, as stored in snapshots. 2 adds "server" (what llama-server will do on
+# The shape of page_data's dict, as stored in snapshots. 2 adds "server" (what llama-server will do on
 # the given GPUs); a version-1 view has none, and the partial shows it without that section.
 VIEW_VERSION = 2
 LOG_NOTE = "llama-server prints these with -lv 4; WRN/ERR by default"
@@ -98,13 +98,13 @@ def text_report(s: Sizing, *, measured: dict[str, Any] | None = None) -> str:
         label = "recommendation" if r.checked else "KV-only candidate"
         lines.append(f"{label} {i} (score {r.score}): {' '.join(r.command)}")
         lines.extend(f"    {flag}: {why}" for flag, why in r.reasons)
-    server = server_view(s, measured=measured)
+    server = server_data(s, measured=measured)
     if server is not None:
         lines.extend(server_text(server))
     return "\n".join(lines) + "\n"
 
 
-def page_view(
+def page_data(
     s: Sizing,
     *,
     title: str,
@@ -196,7 +196,7 @@ def page_view(
         "ranking": RANKING,
         "estimate_formula": COMPUTE_FORMULA,
         "formula_version": FORMULA_VERSION,
-        "server": server_view(
+        "server": server_data(
             s,
             model_path=model_path,
             gpu_sources=gpu_sources,
@@ -273,7 +273,7 @@ def _status_text(status: str, changes: Sequence[str], loads: bool | None, error:
     return "kvlab cannot replay --fit here."
 
 
-def server_view(
+def server_data(
     s: Sizing,
     *,
     model_path: str = "MODEL.gguf",
@@ -399,7 +399,7 @@ def _m(n: int | None) -> str:
 
 
 def server_text(view: dict[str, Any]) -> list[str]:
-    """The server section of the plain-text report, from server_view's dict."""
+    """The server section of the plain-text report, from server_data's dict."""
     lines = ["", "WHAT LLAMA-SERVER WILL DO", view["status_text"]]
     lines.extend(f"  - {change}" for change in view["changes"])
     for line in view["typed_vs_effective"]:

@@ -79,8 +79,8 @@ def _explain_success(s: Sizing) -> str:
     )
 
 
-# The pieces of a sizing that the JSON (as_json, server_json) and the page's view (render.page_view,
-# render.server_view) both show, written once.
+# The pieces of a sizing that the JSON (as_json, server_json) and the page's data (render.page_data,
+# render.server_data) both show, written once.
 
 
 def model_json(model: ModelParams) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from sizing import catalogue
 from sizing.forms import SizingForm
 from sizing.hparams import model_params
 from sizing.models import GgufHead, SizingSnapshot
-from sizing.render import page_view, text_report
+from sizing.render import page_data, text_report
 
 from .conftest import TINY, text
 from .gguf_writer import gguf_head_bytes
@@ -196,7 +196,7 @@ def test_snapshots_saved_before_the_server_section_still_render(client, user):
     form = SizingForm({"model": "llama-3.1-8b", "ctx_size": 4096})
     assert form.is_valid()
     result = form.inputs.size()
-    old_view = page_view(result, title="Llama 3.1 8B", command_line="llama-server -m x.gguf -c 4096")
+    old_view = page_data(result, title="Llama 3.1 8B", command_line="llama-server -m x.gguf -c 4096")
     old_view.pop("server")
     old_view["version"] = 1
     v1 = SizingSnapshot.objects.create(
