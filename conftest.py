@@ -21,7 +21,7 @@ from django.test import Client
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import FileImport
 from benchmarks.tests.browser import CHROMIUM, BrowserThread, Tab
-from benchmarks.tests.conftest import DEMO_PATH
+from benchmarks.tests.builders import DEMO_PATH
 from kvlab.tests.processes import free_port, stop_process
 from sizing.tests.conftest import llama_server_binary, tiny_models  # noqa: F401  (shared fixtures)
 

@@ -33,7 +33,7 @@ from playwright.sync_api import Page, Response, expect
 
 from benchmarks.models import Job, Run, Server
 from benchmarks.tests.browser import Tab
-from benchmarks.tests.conftest import DEMO_PATH
+from benchmarks.tests.builders import DEMO_PATH
 from benchmarks.tests.real_parts import live_llama_server
 from sizing.models import SizingSnapshot
 

@@ -16,9 +16,8 @@ from django.utils import timezone
 
 from benchmarks.history import derived
 from benchmarks.models import FileImport, Job, LaunchHost, RequestResult, Run, Server, Sweep, SweepConfig
+from benchmarks.tests.builders import flat, jsonl
 from kvlab import visibility
-
-from .conftest import flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

@@ -30,11 +30,10 @@ from benchmarks.models import (
     Sweep,
     SweepConfig,
 )
+from benchmarks.tests.builders import flat, jsonl
 from sizing.forms import SizingForm
 from sizing.kv import flags_key
 from sizing.models import SizingSnapshot
-
-from .conftest import flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

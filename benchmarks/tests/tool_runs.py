@@ -15,8 +15,7 @@ from benchmarks.history.importer import import_bench_file
 from benchmarks.models import Run
 from benchmarks.records.formats import Declared
 from benchmarks.records.schema import SCHEMA_V2
-
-from .conftest import flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
 
 MODEL = "Qwen/Qwen3-8B"
 STATS = {"mean": 120.0, "median": 110.0, "p50": 110.0, "p90": 200.0, "p95": 250.0, "p99": 400.0}

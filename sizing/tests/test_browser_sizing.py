@@ -19,7 +19,7 @@ from playwright.sync_api import Page, expect
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import Run
 from benchmarks.tests.browser import Tab  # the browser and tab fixtures come from the root conftest.py
-from benchmarks.tests.conftest import DEMO_PATH
+from benchmarks.tests.builders import DEMO_PATH
 from sizing.models import SizingSnapshot
 from sizing.tests.conftest import DEVSTRAL_16GB
 

@@ -25,7 +25,7 @@ from benchmarks.history.importer import import_bench_file
 from benchmarks.models import RequestResult, Run
 from benchmarks.records import series_keys as series
 from benchmarks.tests.browser import Tab
-from benchmarks.tests.conftest import DEMO_PATH, flat, jsonl
+from benchmarks.tests.builders import DEMO_PATH, flat, jsonl
 
 pytestmark = pytest.mark.browser
 

@@ -12,8 +12,7 @@ from django.urls import reverse
 from benchmarks.charts import figures as charts
 from benchmarks.models import Run
 from benchmarks.records import series_keys as series
-
-from ..conftest import flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

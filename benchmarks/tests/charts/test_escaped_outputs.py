@@ -19,8 +19,7 @@ from benchmarks.jobs.client import probe
 from benchmarks.jobs.client import target as targets
 from benchmarks.jobs.client.target import TargetRefused, resolve_target
 from benchmarks.records import catalogue
-
-from ..conftest import flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
 
 FORMULAS = ["=cmd|' /C calc'!A0", "@SUM(1+1)*cmd|' /C calc'!A0", "+1+1", "-2+3", "\t=1+1", "\r=1+1"]
 MARKUP = "<b>bold</b><a href='https://evil.example/'>CLICK</a>"

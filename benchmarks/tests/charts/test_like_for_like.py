@@ -16,8 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.models import Run
-
-from ..conftest import flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

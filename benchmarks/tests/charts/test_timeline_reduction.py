@@ -18,8 +18,8 @@ from benchmarks.charts import figures, timeline_data
 from benchmarks.history import rollups
 from benchmarks.models import Run, TimelineBucket
 from benchmarks.models.rollups import ROLLED_COLUMNS, SPANS
+from benchmarks.tests.builders import flat, jsonl
 
-from ..conftest import flat, jsonl
 from ..timeline_buckets import assert_same, figure, reference, stored
 
 pytestmark = pytest.mark.django_db

@@ -31,8 +31,7 @@ from benchmarks.models import BaselineComparison, FileImport, Job, RequestResult
 from benchmarks.models.outcomes import with_success_rate
 from benchmarks.records import catalogue
 from benchmarks.records import series_keys as series
-
-from ..conftest import flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
 
 pytestmark = pytest.mark.django_db
 METRICS = list(catalogue.METRICS.values())

@@ -18,8 +18,8 @@ from django.urls import reverse
 from benchmarks.charts import timeline_data
 from benchmarks.history import derived
 from benchmarks.models import BaselineComparison, DerivedBacklog, Run, SeriesRun, TimelineBucket
+from benchmarks.tests.builders import flat, jsonl
 
-from ..conftest import flat, jsonl
 from ..timeline_buckets import assert_same, reference, stored
 
 pytestmark = pytest.mark.django_db

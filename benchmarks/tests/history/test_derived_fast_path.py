@@ -25,8 +25,8 @@ from benchmarks.history import baselines, derived, rollups
 from benchmarks.history.changed_runs import ChangedRuns
 from benchmarks.models import BaselineComparison, DerivedBacklog, Run, SeriesRun, TimelineBucket
 from benchmarks.records import catalogue
+from benchmarks.tests.builders import flat, jsonl
 
-from ..conftest import flat, jsonl
 from ..timeline_buckets import assert_same, figure, reference, stored
 from .test_baselines import START, assert_page_agrees, import_in_files, random_runs, reaped_job_runs
 

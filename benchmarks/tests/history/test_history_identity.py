@@ -24,8 +24,8 @@ from benchmarks.jobs.client.stream import Outcome
 from benchmarks.jobs.execution import _Recorder
 from benchmarks.models import FileImport, Job, RequestResult, Run, Server
 from benchmarks.records.schema import SCHEMA_V1, SCHEMA_V2
+from benchmarks.tests.builders import flat, jsonl
 
-from ..conftest import flat, jsonl
 from .formats.test_format_vllm import serve_result
 
 T0 = 1_764_000_000.0

@@ -6,8 +6,7 @@ import pytest
 
 from benchmarks.history import importer
 from benchmarks.models import FileImport, RequestResult, Run
-
-from ..conftest import flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

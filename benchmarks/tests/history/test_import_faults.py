@@ -13,8 +13,8 @@ from django.db import connection
 from django.urls import reverse
 
 from benchmarks.models import FileImport, RequestResult, Run
+from benchmarks.tests.builders import flat
 
-from ..conftest import flat
 from ..real_parts import database_url_for_workers
 
 

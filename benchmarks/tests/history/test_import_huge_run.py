@@ -23,8 +23,7 @@ from benchmarks.history import importer, reader, sqlite_batches
 from benchmarks.models import FileImport, RequestResult, Run
 from benchmarks.records.metrics import RunTally, summarize
 from benchmarks.records.schema import SCHEMA_V2
-
-from ..conftest import flat, jsonl, stored_rows, traced_import
+from benchmarks.tests.builders import flat, jsonl, stored_rows, traced_import
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from django.core.management import call_command
 
 from benchmarks.models import FileImport, RequestResult, Run
 from benchmarks.records.formats import registry
+from benchmarks.tests.builders import flat, jsonl
 
-from ..conftest import flat, jsonl
 from .formats import test_format_aiperf as aiperf_files
 from .formats import test_format_llmperf as llmperf_files
 from .formats import test_format_vllm as vllm_files

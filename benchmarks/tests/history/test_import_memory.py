@@ -7,8 +7,7 @@ from django.urls import reverse
 
 from benchmarks.history import importer, importer_rows, reader
 from benchmarks.models import FileImport, RequestResult, Run
-
-from ..conftest import flat, jsonl, traced_import
+from benchmarks.tests.builders import flat, jsonl, traced_import
 
 pytestmark = pytest.mark.django_db
 

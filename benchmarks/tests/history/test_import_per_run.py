@@ -22,8 +22,7 @@ from benchmarks.models import RequestResult, Run
 from benchmarks.records import schema as records
 from benchmarks.records.jsonl import RecordError
 from benchmarks.records.schema import SCHEMA_V2, check_summary
-
-from ..conftest import jsonl
+from benchmarks.tests.builders import jsonl
 
 
 def v2_run(**overrides: Any) -> dict[str, Any]:

@@ -15,8 +15,7 @@ from django.db import connection
 from benchmarks.history import importer, importer_rows, sqlite_batches
 from benchmarks.models import FileImport, RequestResult, Run
 from benchmarks.records.schema import MAX_INT, SCHEMA_V2
-
-from ..conftest import flat, jsonl, stored_rows
+from benchmarks.tests.builders import flat, jsonl, stored_rows
 
 pytestmark = [
     pytest.mark.django_db,

@@ -22,8 +22,7 @@ from benchmarks.history.exporter import export_lines
 from benchmarks.models import FileImport, RequestResult, Run
 from benchmarks.records.formats import Declared, registry
 from benchmarks.records.schema import SCHEMA_V1, SCHEMA_V2
-
-from ..conftest import flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from benchmarks.history import importer, importer_rows, sqlite_batches
 from benchmarks.models import Run
-
-from ..conftest import flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

@@ -7,8 +7,7 @@ from django.db import IntegrityError, connection, transaction
 from benchmarks.history import importer, importer_rows, sqlite_batches
 from benchmarks.history.exporter import export_lines
 from benchmarks.models import FileImport, RejectedLine, RequestResult, Run
-
-from ..conftest import DEMO_PATH, flat, jsonl
+from benchmarks.tests.builders import DEMO_PATH, flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

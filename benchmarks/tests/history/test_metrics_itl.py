@@ -12,8 +12,7 @@ from benchmarks.history import importer
 from benchmarks.models import Run
 from benchmarks.records.metrics import nearest_rank, summarize, tpot
 from benchmarks.records.schema import SCHEMA_V2
-
-from ..conftest import jsonl
+from benchmarks.tests.builders import jsonl
 
 
 def request(ok=True, output=None, elapsed=None, ttft=None):

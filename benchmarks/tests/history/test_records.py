@@ -3,8 +3,7 @@ import pytest
 from benchmarks.records.errors import classify_error
 from benchmarks.records.jsonl import RecordError
 from benchmarks.records.schema import SCHEMA_VERSION, normalize
-
-from ..conftest import flat
+from benchmarks.tests.builders import flat
 
 
 def test_a_flat_record_maps_to_canonical_fields():

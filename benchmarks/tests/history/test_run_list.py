@@ -16,9 +16,9 @@ from django.urls import reverse
 from benchmarks.history.forms import SORTS
 from benchmarks.models import Run
 from benchmarks.records.schema import SCHEMA_V2
+from benchmarks.tests.builders import jsonl
 from kvlab import paging
 
-from ..conftest import jsonl
 from ..factories import make_sortable_runs, runs_named
 from ..pages import TOP_CHOICES, offered_values, python_order, query_plan, typed_value
 from ..tool_runs import guidellm_point, kvlab_job, load, no_placeholders, page, row_of, summary_record, v2_run, vllm_run

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.models import Run
+from benchmarks.tests.builders import jsonl
 
 from ..browser import Tab
-from ..conftest import jsonl
 from ..tool_runs import MODEL, kvlab_job, load, summary_record, v2_run
 
 # Plotly throttles hovers (50 ms apart): wait before each, so a second hover is drawn, not dropped.

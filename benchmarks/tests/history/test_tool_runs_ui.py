@@ -16,8 +16,8 @@ import pytest
 from django.test import Client
 
 from benchmarks.models import Run
+from benchmarks.tests.builders import jsonl
 
-from ..conftest import jsonl
 from ..tool_runs import (
     MODEL,
     guidellm_point,

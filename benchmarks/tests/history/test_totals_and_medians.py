@@ -14,8 +14,7 @@ from benchmarks.jobs.forms import JobForm
 from benchmarks.jobs.lifecycle import submit_job, total_requests
 from benchmarks.models import Job, Run, Server
 from benchmarks.records.summaries import median_of
-
-from ..conftest import jsonl
+from benchmarks.tests.builders import jsonl
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from benchmarks.jobs import execution
 from benchmarks.models import FileImport, Job, RequestResult, Run, Server
 from benchmarks.records.metrics import summarize
 from benchmarks.templatetags.units import seconds, thousands, tok_s
+from benchmarks.tests.builders import flat, jsonl
 
-from ..conftest import flat, jsonl
 from ..fake_server import CONTEXT_EXCEEDED, FakeServer
 
 pytestmark = pytest.mark.django_db

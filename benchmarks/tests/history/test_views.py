@@ -7,9 +7,8 @@ from django.test import Client
 from django.urls import reverse
 
 from benchmarks.models import FileImport, RequestResult, Run
+from benchmarks.tests.builders import DEMO_PATH, flat, jsonl
 from kvlab.uploads import SizeLimitUploadHandler
-
-from ..conftest import DEMO_PATH, flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,6 @@ from django.urls import reverse
 from benchmarks.jobs import lifecycle
 from benchmarks.models import Job, RequestResult, Run
 
-from ..conftest import DEMO_PATH  # noqa: F401  (keeps the shared test helpers importable)
 from ..real_parts import live_llama_server, register, start_worker, submit, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]

@@ -20,8 +20,8 @@ from benchmarks.management.commands import bench as bench_command
 from benchmarks.management.commands import sweep as sweep_command
 from benchmarks.models import Job, LaunchHost, RequestResult, Run, Server, Sweep, SweepConfig
 from benchmarks.sweeps.lifecycle import create_sweep
+from benchmarks.tests.builders import announced_host
 
-from ..conftest import announced_host
 from ..fake_server import FakeServer, PacedServer, TruthServer
 from ..real_parts import run_in_background
 

@@ -9,8 +9,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from benchmarks.models import FileImport, RequestResult, Run
-
-from ..conftest import DEMO_PATH, announced_host, flat, jsonl
+from benchmarks.tests.builders import DEMO_PATH, announced_host, flat, jsonl
 
 pytestmark = pytest.mark.django_db
 

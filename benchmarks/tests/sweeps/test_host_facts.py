@@ -28,9 +28,8 @@ from benchmarks.sweeps.host_facts import (
     run_bounded,
     sizing_query,
 )
+from benchmarks.tests.builders import announced_host
 from sizing.placement.cpu import from_system_info, parse_cpu
-
-from ..conftest import announced_host
 
 SAPPHIRE_RAPIDS = """processor\t: 0
 vendor_id\t: GenuineIntel

@@ -8,8 +8,7 @@ from django.urls import reverse
 from benchmarks.models import LaunchHost, Sweep, SweepConfig
 from benchmarks.sweeps import launcher
 from benchmarks.sweeps.results import config_rows
-
-from ..conftest import announced_host
+from benchmarks.tests.builders import announced_host
 
 pytestmark = pytest.mark.django_db
 

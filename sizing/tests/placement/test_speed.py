@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.tests.conftest import DEMO_PATH
+from benchmarks.tests.builders import DEMO_PATH
 from sizing import catalogue
 from sizing.hparams import model_params
 from sizing.kv import ServerFlags, kv_layout

@@ -21,8 +21,7 @@ import pytest
 
 from benchmarks.records.formats import Declared, FormatError, Sample, Source, llama_bench
 from benchmarks.records.schema import ALIAS_TO_FIELD
-
-from ...conftest import flat
+from benchmarks.tests.builders import flat
 
 B5163_FIELDS = (
     "build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename", "model_type",
