@@ -23,7 +23,9 @@ from benchmarks.models import FileImport
 from benchmarks.tests.browser import CHROMIUM, BrowserThread, Tab
 from benchmarks.tests.builders import DEMO_PATH
 from kvlab.tests.processes import free_port, stop_process
-from sizing.tests.conftest import llama_server_binary, tiny_models  # noqa: F401  (shared fixtures)
+
+# The llama-server fixtures (the binaries, tiny models, a running server) serve every app's tests.
+pytest_plugins = ["sizing.tests.support"]
 
 
 @pytest.fixture(autouse=True)

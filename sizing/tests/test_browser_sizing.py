@@ -21,7 +21,7 @@ from benchmarks.models import Run
 from benchmarks.tests.browser import Tab  # the browser and tab fixtures come from the root conftest.py
 from benchmarks.tests.builders import DEMO_PATH
 from sizing.models import SizingSnapshot
-from sizing.tests.conftest import DEVSTRAL_16GB
+from sizing.tests.support import DEVSTRAL_16GB
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -24,8 +24,7 @@ from sizing.placement.tensors import from_gguf
 from sizing.placement.types import Host, MiB
 from sizing.server_log import MAX_LOG_CHARS, LogError, parse_startup_log
 from sizing.sparse_gguf import write_sparse
-
-from .conftest import REPACK, text
+from sizing.tests.support import REPACK, text
 
 # What llama-server b11434 printed at -lv 4 for the tiny llama model (sizing.tiny_gguf) with -c 2048 -np 3
 # (the lines kvlab reads; the server's default --log-prefix and --log-timestamps).

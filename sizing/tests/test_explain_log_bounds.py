@@ -17,8 +17,8 @@ import time
 import pytest
 
 from sizing.server_log import MAX_ITEMS, MAX_LINE_CHARS, MAX_LOG_LINES, parse_startup_log
+from sizing.tests.support import text
 
-from .conftest import text
 from .test_explain_log import TINY_LLAMA, TINY_WEIGHTS
 
 URL = "/sizing/explain-log/"

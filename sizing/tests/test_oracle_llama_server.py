@@ -29,9 +29,8 @@ from sizing.gguf import read_gguf_head
 from sizing.hparams import ModelParams, model_params
 from sizing.kv import KVLayout, ServerFlags, kv_layout
 from sizing.server_log import CONTEXT_RE, KV_RE, RECURRENT_RE, SLOTS_RE, KVLine, mib
+from sizing.tests.support import ServerRun
 from sizing.tiny_gguf import SPECS, WRITERS
-
-from .conftest import ServerRun
 
 pytestmark = pytest.mark.llama_server
 

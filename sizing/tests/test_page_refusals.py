@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from sizing.gguf import GGUFError, read_gguf_head
 from sizing.models import GgufHead, SizingSnapshot
+from sizing.tests.support import TINY, text
 
-from .conftest import TINY, text
 from .gguf_writer import gguf_head_bytes
 
 pytestmark = pytest.mark.django_db

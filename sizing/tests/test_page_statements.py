@@ -18,8 +18,8 @@ from django.urls import reverse
 from benchmarks.models import RequestResult, Run
 from sizing.cmdline import parse_command
 from sizing.models import SizingSnapshot
+from sizing.tests.support import TINY, text
 
-from .conftest import TINY, text
 from .gguf_writer import gguf_head_bytes
 
 pytestmark = pytest.mark.django_db

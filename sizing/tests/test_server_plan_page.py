@@ -18,8 +18,8 @@ from sizing.forms import SizingForm
 from sizing.hparams import model_params
 from sizing.models import GgufHead, SizingSnapshot
 from sizing.render import page_data, text_report
+from sizing.tests.support import TINY, text
 
-from .conftest import TINY, text
 from .gguf_writer import gguf_head_bytes
 
 pytestmark = pytest.mark.django_db

@@ -18,8 +18,8 @@ from django.test import Client
 from benchmarks.management.commands.kvsize import OPTION_OF_FIELD, Command
 from benchmarks.models import Run
 from sizing.forms import SizingForm
+from sizing.tests.support import TINY
 
-from .conftest import TINY
 from .gguf_writer import write_gguf_head
 from .test_page_statements import form_values, results, size_it_again
 

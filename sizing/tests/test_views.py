@@ -6,9 +6,9 @@ from django.urls import reverse
 
 from benchmarks.models import Run
 from sizing.models import GgufHead, SizingSnapshot
+from sizing.tests.support import DEVSTRAL_16GB as DEMO_QUERY
+from sizing.tests.support import TINY, text
 
-from .conftest import DEVSTRAL_16GB as DEMO_QUERY
-from .conftest import TINY, text
 from .gguf_writer import gguf_head_bytes
 
 pytestmark = pytest.mark.django_db

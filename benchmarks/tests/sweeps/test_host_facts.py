@@ -223,7 +223,7 @@ def test_the_real_llama_server_build_gives_its_version_and_the_system_info_the_o
     assert build["version"] and build["built_with"]
     assert build["system_info"].startswith("system_info: n_threads = ") and "| CPU : " in build["system_info"]
     assert build["devices"] and build["devices"][-1].startswith("CPU: ")
-    from sizing.tests.conftest import system_info_line
+    from sizing.tests.support import system_info_line
 
     assert from_system_info(build["system_info"]) == from_system_info(system_info_line(llama_server_binary))
     assert host_facts.read_build(str(llama_server_binary)) is build  # the same file is not run again

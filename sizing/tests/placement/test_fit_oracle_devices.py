@@ -36,8 +36,8 @@ from sizing.placement.server import params_of
 from sizing.placement.tensors import WeightTensor, from_gguf
 from sizing.placement.types import Device, Host, MiB
 from sizing.sparse_gguf import write_sparse
-from sizing.tests.conftest import FORCED_FLAGS, REPACK
 from sizing.tests.fit_cases import FIT_CASES, MODELS
+from sizing.tests.support import FORCED_FLAGS, REPACK
 
 ROW_RE = re.compile(
     r"common_memory_breakdown_print: \|\s+- (\S+)[^|]*\|\s+(\d+) =\s+(\d+) \+ "

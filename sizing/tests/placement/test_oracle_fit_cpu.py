@@ -30,7 +30,7 @@ import pytest
 
 from sizing.placement.fit import context_after_fit, expand_fit_target, fit_ctx_min, fit_params
 from sizing.placement.types import UINT32_MAX, FitResult, Host, MiB, Params, Usage
-from sizing.tests.conftest import FORCED_FLAGS
+from sizing.tests.support import FORCED_FLAGS
 from sizing.tiny_gguf import _vocab, close_sparse
 
 pytestmark = pytest.mark.llama_server

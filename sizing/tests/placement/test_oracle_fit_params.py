@@ -32,9 +32,8 @@ from sizing.placement.server import params_of
 from sizing.placement.tensors import WeightTensor, from_gguf
 from sizing.placement.types import Host
 from sizing.server_log import mib
+from sizing.tests.support import FORCED_FLAGS, REPACK
 from sizing.tiny_gguf import close_sparse
-
-from ..conftest import FORCED_FLAGS, REPACK
 
 pytestmark = pytest.mark.llama_server
 

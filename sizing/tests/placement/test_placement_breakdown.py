@@ -37,7 +37,7 @@ from sizing.placement.breakdown import (
 )
 from sizing.placement.tensors import WeightTensor, computed, from_gguf, layer_of, uses_of
 from sizing.placement.types import Device, Host, Params
-from sizing.tests.conftest import FORCED_FLAGS
+from sizing.tests.support import FORCED_FLAGS
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB

@@ -22,9 +22,8 @@ import pytest
 
 from sizing import weights
 from sizing.gguf import read_gguf_head
+from sizing.tests.support import loader_log
 from sizing.tiny_gguf import LOADED, SPECS, WRITERS, write_model
-
-from ..conftest import loader_log
 
 pytestmark = pytest.mark.llama_server
 

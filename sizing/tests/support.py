@@ -1,4 +1,5 @@
-"""Fixtures for the oracle tests that run a real llama-server (marker `llama_server`).
+"""Fixtures and helpers for the tests that size or run a real llama-server (marker `llama_server`);
+the root conftest.py loads the fixtures as a plugin, for every app's tests.
 
 The binary comes from $KVLAB_LLAMA_SERVER, else from scripts/build-llama-server.sh (which
 builds it once into ~/.cache/kvlab and afterwards only prints its path); llama-fit-params
