@@ -458,7 +458,8 @@ def tool_summary(lab_run: LabRun) -> dict[str, Any]:
 
 def export_records(lab_run: LabRun) -> Iterator[dict[str, Any]]:
     """A run as export_bench writes it in kvlab.bench/2: its summary record, then one record per request."""
-    from benchmarks.records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES, to_canonical_v2
+    from benchmarks.records.canonical import to_canonical_v2
+    from benchmarks.records.schema import REQUEST_FIELD_NAMES, RUN_FIELD_NAMES
 
     run = lab_run.run
     values = {name: run.get("key" if name == "run_id" else name) for name in RUN_FIELD_NAMES}

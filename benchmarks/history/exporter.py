@@ -18,7 +18,8 @@ import orjson
 from django.db.models import QuerySet
 
 from ..models import RequestResult, Run
-from ..records.schema import SCHEMA_V1, SCHEMA_V2, to_canonical, to_canonical_v2
+from ..records.canonical import to_canonical, to_canonical_v2
+from ..records.schema import SCHEMA_V1, SCHEMA_V2
 
 RUN_CHUNK = 500
 REQUEST_CHUNK = 2_000

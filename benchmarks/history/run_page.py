@@ -9,25 +9,13 @@ from django.db.models import Count, Expression, F, QuerySet
 
 from ..models import RequestResult, Run
 from ..records import sources
-from ..records.metrics import Distribution, distribution
+from ..records.metrics import LATENCY_COLUMNS, Distribution, distribution
 from . import sampling
 from .sql_functions import JsonNumber
 
-FIGURE_COLUMNS = (
-    "n_ok",
-    "tok_s_mean",
-    "effective_wall_s",
-    "throughput_tok_s",
-    "output_tokens_total",
-    "ttft_p50",
-    "ttft_p95",
-    "e2e_p95",
-    "e2e_p50",
-    "itl_p50",
-    "itl_p95",
-    "tpot_p50",
-    "tpot_p95",
-)
+# The figures the run page tags with their source: the counts, rates and token total a tool's summary can
+# state, then the latency percentiles.
+FIGURE_COLUMNS = ("n_ok", "tok_s_mean", "effective_wall_s", "throughput_tok_s", "output_tokens_total", *LATENCY_COLUMNS)
 
 
 def distributions(run: Run, sample_size: int) -> list[tuple[str, str, Distribution, str]]:

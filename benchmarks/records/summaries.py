@@ -28,10 +28,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from .metrics import RunSummary
+from .metrics import LATENCY_COLUMNS, RunSummary
 
 WALL_REPORTED = "reported"  # Run.WallSource.REPORTED: the wall time a file states
-# Run column -> (summary statistic, which of its figures: "median" is median_of's)
+# Each of LATENCY_COLUMNS, in its order -> (the summary statistic it is read from, which of its figures:
+# "median" is median_of's); written out, since which statistic fills which column is the rule itself
 _SECONDS_FROM_MS = {
     "ttft_p50": ("ttft_ms", "median"),
     "ttft_p95": ("ttft_ms", "p95"),
@@ -63,21 +64,10 @@ def median_of(stats: Mapping[str, Any]) -> float | None:
     return None
 
 
-_FROM_ROWS = (
-    "tok_s_mean",
-    "tok_s_min",
-    "tok_s_max",
-    "throughput_tok_s",
-    "output_tokens_total",
-    "ttft_p50",
-    "ttft_p95",
-    "e2e_p95",
-    "e2e_p50",
-    "itl_p50",
-    "itl_p95",
-    "tpot_p50",
-    "tpot_p95",
-)
+# The figures a tool's summary replaces when the rows are not all of its requests: the rate and token
+# figures computed from the rows, then every latency percentile (the success rate and the wall time are
+# set apart, by the tool's counts and duration).
+_FROM_ROWS = ("tok_s_mean", "tok_s_min", "tok_s_max", "throughput_tok_s", "output_tokens_total", *LATENCY_COLUMNS)
 
 
 def has_every_request(aggregates: RunSummary, summary: dict[str, Any]) -> bool:

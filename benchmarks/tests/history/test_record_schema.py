@@ -19,6 +19,7 @@ from jsonschema import Draft202012Validator
 from benchmarks.history.exporter import export_lines
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import FileImport, Run
+from benchmarks.records import canonical
 from benchmarks.records import schema as records
 from benchmarks.records.jsonl import RecordError
 
@@ -408,11 +409,11 @@ def test_records_the_json_schema_accepts_are_accepted_by_the_importer(
 def test_an_accepted_record_reexported_still_validates(validator: Draft202012Validator, record: dict[str, Any]) -> None:
     normalized = records.normalize(record)
     if record["schema"] == records.SCHEMA_V1:
-        exported = records.to_canonical(normalized.run_dict(), normalized.request_dict(), normalized.extra)
+        exported = canonical.to_canonical(normalized.run_dict(), normalized.request_dict(), normalized.extra)
     elif normalized.summary is not None:
-        exported = records.to_canonical_v2(normalized.run_dict(), summary=normalized.summary, extra=normalized.extra)
+        exported = canonical.to_canonical_v2(normalized.run_dict(), summary=normalized.summary, extra=normalized.extra)
     else:
-        exported = records.to_canonical_v2(
+        exported = canonical.to_canonical_v2(
             normalized.run_dict(), request=normalized.request_dict(), itl=normalized.itl, extra=normalized.extra
         )
 
