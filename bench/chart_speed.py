@@ -203,7 +203,7 @@ def make_cases(model: str, compare_ids: list[int]) -> list[dict[str, Any]]:
 
 def check(case: dict[str, Any], response: Any) -> dict[str, Any]:
     """Assert the response is the real page; what it held."""
-    from benchmarks.charts.figures import MAX_CURVES
+    from benchmarks.charts.load_curve_figure import MAX_CURVES
     from benchmarks.charts.timeline_data import MAX_DRAWN, RAW_MAX
     from benchmarks.records.catalogue import COMPARE_METRICS
 

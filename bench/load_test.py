@@ -124,9 +124,9 @@ def fill(runs: int, plan_path: Path) -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from benchmarks.charts import figures as charts
     from benchmarks.history import forms
     from benchmarks.models import RequestResult, Run
+    from benchmarks.records import catalogue as charts
 
     call_command("migrate", verbosity=0)
     start = time.perf_counter()

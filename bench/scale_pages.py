@@ -317,7 +317,7 @@ def latest_extreme(case: dict[str, Any], n: int) -> Any:
 
 def check(case: dict[str, Any], response: Any) -> bytes:
     """Assert the answer is the real page; its body, decompressed."""
-    from benchmarks.charts.figures import MAX_CURVES
+    from benchmarks.charts.load_curve_figure import MAX_CURVES
 
     name, kind = case["page"], case["kind"]
     assert response.status_code == 200, f"{name}: status {response.status_code}"

@@ -13,7 +13,7 @@ from ..models import RequestResult, Run
 from ..models.outcomes import with_success_rate
 from ..records import catalogue
 from ..records import series_keys as series
-from . import figures
+from . import compare_figure
 from .run_values import TOOL_FIELDS, VALUE_FIELDS
 
 
@@ -47,15 +47,15 @@ def shown(runs: list[dict[str, Any]], box_points: int) -> dict[str, Any]:
         if r["pk"] in samples and not samples[r["pk"]].whole
     ]
     return dict(
-        figure=figures.compare(
+        figure=compare_figure.compare(
             runs,
             [(run_id, True, tok_s) for run_id, tok_s in rows],
             stored=set(spans),
             sampled={s["run"]["pk"] for s in sampled},
         ),
         sampled=sampled,
-        outliers_only=sum(drawn.values()) > figures.DRAWN_STRIP_POINTS,
-        strip_points=figures.DRAWN_STRIP_POINTS,
+        outliers_only=sum(drawn.values()) > compare_figure.DRAWN_STRIP_POINTS,
+        strip_points=compare_figure.DRAWN_STRIP_POINTS,
         runs=runs,
         # at most MAX_RUNS values a field: name them all
         workloads_differ=series.describe(series.differences(runs, series.WORKLOAD_FIELDS), CompareForm.MAX_RUNS),

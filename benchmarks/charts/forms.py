@@ -11,7 +11,7 @@ from ..history.baselines import WINDOWS
 from ..history.forms import RunFilterForm, ValueFilterField, offer_top
 from ..models import Run
 from ..records import catalogue
-from . import figures
+from . import load_curve_figure
 
 
 class ChartForm(RunFilterForm):
@@ -48,7 +48,7 @@ class LoadCurveForm(forms.Form):
     label = forms.CharField(required=False, max_length=200)
     x = forms.ChoiceField(
         label="by",
-        choices=list(figures.LOAD_AXES.items()),
+        choices=list(load_curve_figure.LOAD_AXES.items()),
         required=False,
         help_text="concurrency (kvlab, vLLM, SGLang sweeps) or request rate (GuideLLM's and vLLM's rate points)",
     )

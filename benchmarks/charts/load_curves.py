@@ -9,14 +9,14 @@ from django.db.models import Avg, Count, Max, Min, QuerySet, Subquery
 from ..models import Run
 from ..models.outcomes import OUTCOME_Q
 from ..records.outcomes import FAILED
-from . import figures
+from . import load_curve_figure
 from .run_values import TOOL_FIGURES
 
 
 def held_fixed(x_name: str) -> tuple[str, ...]:
     """The fields held fixed along a curve: the configuration's, and the other load axis (GuideLLM's rate
     points are not one concurrency curve)."""
-    return (*figures.CURVE_FIELDS, "request_rate" if x_name == "concurrency" else "concurrency")
+    return (*load_curve_figure.CURVE_FIELDS, "request_rate" if x_name == "concurrency" else "concurrency")
 
 
 def latest(runs: QuerySet[Run], n: int) -> tuple[QuerySet[Run], bool]:
@@ -51,14 +51,14 @@ def points(runs: QuerySet[Run], fixed: tuple[str, ...], x_name: str) -> list[dic
 
 
 def shown(points: list[dict[str, Any]], fixed: tuple[str, ...], x_name: str) -> dict[str, Any]:
-    """The curves drawn (those of two load levels or more, up to figures.MAX_CURVES) and the rest."""
-    curves = figures.curves(points, fields=fixed, x=x_name)
+    """The curves drawn (those of two load levels or more, up to load_curve_figure.MAX_CURVES) and the rest."""
+    curves = load_curve_figure.curves(points, fields=fixed, x=x_name)
     drawable = [c for c in curves if len(c.points) >= 2]
-    drawn = drawable[: figures.MAX_CURVES]
+    drawn = drawable[: load_curve_figure.MAX_CURVES]
     return {
         "x_name": x_name,
         "x_word": "concurrency" if x_name == "concurrency" else "request rate",
-        "figure": figures.load_curve(drawn, x_name) if drawn else None,
+        "figure": load_curve_figure.load_curve(drawn, x_name) if drawn else None,
         "curves": drawn,
         "n_drawable": len(drawable),
         "single_level": [c for c in curves if len(c.points) < 2],

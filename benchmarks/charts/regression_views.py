@@ -8,6 +8,8 @@ Runs stored behind kvlab's back (a bulk fill) it queues for the worker and says 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
@@ -20,8 +22,9 @@ from kvlab.http import HtmxHttpRequest
 
 from ..history import baselines, derived
 from ..models import DerivedBacklog, Run
-from ..records import catalogue
-from . import figures
+from ..records import catalogue, series_keys
+from ..records.catalogue import Comparison, Metric
+from . import figure_common
 from .forms import RegressionForm
 from .rendering import render_chart
 
@@ -31,6 +34,38 @@ MAX_COUNTED = 1_000  # regressions and series are counted up to this many; more 
 # is viewed, this many at a time (a GET writes no derived row); `manage.py rebuild_derived` files them all.
 MAX_QUEUED_ON_VIEW = 10_000
 FAMILY_OF = {"label": "label", "server": "server"}  # every other grouping's groups are made of whole series
+
+
+@dataclass(frozen=True)
+class Regression:
+    group: str
+    configuration: str  # model, GPU and flags: the same for the latest run and its baseline
+    workload: str  # concurrency, prompt tokens, n_predict: the same too
+    metric: Metric
+    latest: float
+    baseline: float
+    change: float  # relative, signed so that negative is worse
+    spread: float | None
+    latest_run_id: int
+    latest_key: str
+    history: int
+
+
+def regression(latest: Mapping[str, Any], metric: Metric, compared: Comparison) -> Regression:
+    """A row of the regressions page: the latest run (its group, fields, pk and key) and its comparison."""
+    return Regression(
+        group=latest["group"],
+        configuration=f"{latest.get('model') or '?'} on {latest.get('gpu') or '?'}: " + series_keys.flags_label(latest),
+        workload=series_keys.workload_label(latest),
+        metric=metric,
+        latest=latest[metric.column],
+        baseline=compared.baseline,
+        change=compared.change,
+        spread=compared.spread,
+        latest_run_id=latest["pk"],
+        latest_key=latest["key"],
+        history=compared.history,
+    )
 
 
 def _queued_by_a_view() -> bool:
@@ -62,7 +97,7 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
         queued = _queue_unfiled()
         n_pending, pending_since = derived.pending()
     found = [
-        figures.regression(row, catalogue.METRICS[row["metric"]], row["compared"])
+        regression(row, catalogue.METRICS[row["metric"]], row["compared"])
         for row in _grouped(rows, grouping, request.user)
     ]
     context.update(
@@ -106,7 +141,7 @@ def _grouped(rows: list[dict[str, Any]], grouping: str, user: Any) -> list[dict[
     if grouping == "server":  # only this grouping asks who is looking
         visibility.server_lines(rows, user)
     for row in rows:
-        row["group"] = figures.group_name(row, grouping)
+        row["group"] = figure_common.group_name(row, grouping)
     return rows
 
 

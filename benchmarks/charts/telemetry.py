@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .figures import FAIL_COLOR, NOTE_COLOR, WEBGL_POINTS, literal
+from .figure_common import FAIL_COLOR, NOTE_COLOR, WEBGL_POINTS, literal
 
 MAX_POINTS = 2000  # per line; the series already keeps ≤ 2000, this guards the page
 MAX_SLOT_LINES = 16  # slot lines drawn; the pool sum always counts every slot

@@ -10,7 +10,7 @@ from django.db.models.fields.json import KT
 
 from ..history.forms import CompareForm
 from ..records import catalogue, sources
-from . import figures, timeline_data
+from . import figure_common, timeline_data, timeline_figure
 from .run_values import TOOL_FIELDS, VALUE_FIELDS
 
 
@@ -49,7 +49,7 @@ def _flat_bucket(bucket: dict[str, Any], metric: catalogue.Metric, grouping: str
     """A reduced point as the download gives it: the bucket, its counts, its min and max (no run)."""
     start = timeline_data.when(bucket["start"])
     return {
-        grouping: figures.group_name(bucket, grouping),
+        grouping: figure_common.group_name(bucket, grouping),
         "bucket_from": start.isoformat(),
         "bucket_to": timeline_data.when(bucket["start"] + span_s).isoformat(),
         "runs": bucket["runs"],
@@ -70,11 +70,11 @@ def shown(
     """The page's figure and what it says about it, for the range x0..x1 (either may be open)."""
     span_word = timeline_data.SPAN_WORDS.get(data.span_s, "")
     rows = data.rows
-    mixed = figures.mixed_lines(rows, grouping)
+    mixed = timeline_figure.mixed_lines(rows, grouping)
     if data.buckets:
-        figure = figures.timeline_reduced(data.buckets, metric, grouping, data.span_s, span_word)
+        figure = timeline_figure.timeline_reduced(data.buckets, metric, grouping, data.span_s, span_word)
     else:
-        figure = figures.timeline(rows, metric, grouping, mixed) if rows else None
+        figure = timeline_figure.timeline(rows, metric, grouping, mixed) if rows else None
     if figure and x0 and x1:
         figure["layout"]["xaxis"]["range"] = [x0.isoformat(), x1.isoformat()]
     return {

@@ -24,7 +24,16 @@ from ..models import Run
 from ..models.outcomes import WITH_FAILURES_Q, with_success_rate
 from ..records import catalogue
 from ..records import series_keys as series
-from . import compare_page, downloads, figures, load_curves, timeline_data, timeline_page
+from . import (
+    compare_page,
+    downloads,
+    figure_common,
+    home_figure,
+    load_curves,
+    timeline_data,
+    timeline_figure,
+    timeline_page,
+)
 from .days import UtcDay
 from .downloads import DOWNLOAD_FORMATS
 from .forms import ChartForm, LoadCurveForm
@@ -50,7 +59,7 @@ def timeline(request: HtmxHttpRequest) -> HttpResponse:
     data = timeline_data.read(runs, form.cleaned_data, metric, grouping, raw_values, besides_outcome)
     if grouping == "server":
         visibility.server_lines(data.rows, request.user)  # a stranger's lines are tags, not the servers' names
-    data.rows.sort(key=lambda r: (figures.group_name(r, grouping), r["started_at"], r["pk"]))
+    data.rows.sort(key=lambda r: (figure_common.group_name(r, grouping), r["started_at"], r["pk"]))
     if request.GET.get("format") in DOWNLOAD_FORMATS:  # the flat rows only for a download
         download = downloads.download(request, timeline_page.download_rows(data, metric, grouping), "timeline")
         if download:
@@ -128,11 +137,11 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
         .newest_first()
         .values(*VALUE_FIELDS, *TOOL_FIELDS, value=F("tok_s_mean"), build=F("server_props__props__build_info"))[:2000]
     )
-    trend_rows.sort(key=lambda r: (figures.group_name(r, "label"), r["started_at"], r["pk"]))
+    trend_rows.sort(key=lambda r: (figure_common.group_name(r, "label"), r["started_at"], r["pk"]))
     trend, hidden_models = (
-        figures.timeline_by_model(trend_rows, catalogue.METRICS["tok_s"], "label") if trend_rows else (None, [])
+        timeline_figure.timeline_by_model(trend_rows, catalogue.METRICS["tok_s"], "label") if trend_rows else (None, [])
     )
-    failure_figure = figures.failures_by_day(failures) if failures else None
+    failure_figure = home_figure.failures_by_day(failures) if failures else None
     context = {
         "latest": latest,
         "trend": trend,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 
@@ -282,18 +282,38 @@ def _latest_runs(cursor: Any, family: str, chunk: Sequence[Partition]) -> dict[P
     return found
 
 
+class Worse(NamedTuple):
+    """A series' latest run worse than the runs before it on one metric (records.catalogue.Comparison's fields)."""
+
+    metric: catalogue.Metric
+    latest: float
+    baseline: float
+    change: float  # relative, signed so that negative is worse
+    spread: float | None
+    history: int
+
+
+def worse_than_before(
+    runs: Sequence[Mapping[str, Any]], window: int, metrics: Sequence[catalogue.Metric] = METRICS
+) -> Iterator[Worse]:
+    """The regressions page's window: per metric where a series' latest run (`runs` newest first) is worse than
+    the median of its `window` earlier runs, as records.catalogue.baseline_comparison decides."""
+    latest, earlier = runs[0], runs[1 : window + 1]
+    for metric in metrics:
+        past = [r[metric.column] for r in earlier if r[metric.column] is not None]
+        compared = catalogue.baseline_comparison(latest[metric.column], past, metric)
+        if compared is not None:
+            yield Worse(metric, latest[metric.column], *compared)
+
+
 def _comparisons(runs: Sequence[Mapping[str, Any]]) -> Iterator[tuple[Any, ...]]:
     """(depth, metric, latest run, latest, baseline, change, spread, history) where the latest run is worse
     than its `depth` earlier runs, for each depth a window of WINDOWS reaches (a wider window that holds
     no more runs answers alike: the window of w compares with depth min(w, earlier runs))."""
     latest = runs[0]
     for depth in sorted({min(window, len(runs) - 1) for window in WINDOWS}):
-        earlier = runs[1 : depth + 1]
-        for metric in METRICS:
-            past = [r[metric.column] for r in earlier if r[metric.column] is not None]
-            compared = catalogue.baseline_comparison(latest[metric.column], past, metric)
-            if compared is not None:
-                yield (depth, metric.key, latest["id"], latest[metric.column], *compared)
+        for worse in worse_than_before(runs, depth):
+            yield (depth, worse.metric.key, latest["id"], *worse[1:])
 
 
 # --- reading: the regressions page ---------------------------------------------------------------

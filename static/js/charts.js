@@ -12,7 +12,7 @@
     return utc(seconds).replace("T", " ").slice(0, 16);
   }
 
-  // A reduced line (figures.timeline_reduced): per bucket its start, end, min, max and counts. Each bucket
+  // A reduced line (timeline_figure.timeline_reduced): per bucket its start, end, min, max and counts. Each bucket
   // is drawn as a vertical stroke from its min to its max (a gap between buckets; each line's strokes at its
   // own place within the bucket, r.at), the hover at either end
   // saying what the point stands for; the point's customdata is the bucket's start (a click zooms into the
@@ -67,7 +67,7 @@
       var figure = JSON.parse(source.textContent);
       figure.data.forEach(expandReduced);
       figure.data.forEach(function (trace) {
-        // Compact hover facts from the server (figures._hover_facts): per point its outcome, an index into the
+        // Compact hover facts from the server (timeline_figure._hover_facts): per point its outcome, an index into the
         // line's table of flags (escaped there) and its workload as numbers; the text reads as
         // series.flags_label and series.workload_label write it. Points of many lines (the grey points)
         // may carry an index into a table of their lines' names: each point's hovertext.

@@ -20,9 +20,9 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from benchmarks.charts import figures as charts
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import RequestResult, Run
+from benchmarks.records import catalogue as charts
 from benchmarks.records import series_keys as series
 from benchmarks.tests.browser import Tab
 from benchmarks.tests.builders import DEMO_PATH, flat, jsonl

@@ -9,8 +9,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from benchmarks.charts import figures as charts
+from benchmarks.history import baselines
 from benchmarks.models import Run
+from benchmarks.records import catalogue
 from benchmarks.records import series_keys as series
 from benchmarks.tests.builders import flat, jsonl
 
@@ -210,9 +211,14 @@ def test_plotly_is_served_by_the_app(client):
 
 def test_regression_detection_uses_the_spread_of_repeated_runs():
     noisy = [{"group": "g", "pk": i, "key": f"k{i}", "tok_s_mean": v} for i, v in enumerate([40, 30, 50, 35, 45, 36])]
-    assert charts.regressions(noisy, [charts.METRICS["tok_s"]], {"tok_s": 0.05}) == []  # within 2σ of a noisy past
+
+    def worse(runs: list[dict]) -> list[baselines.Worse]:  # a window of 10, newest first as the page reads a series
+        found = baselines.worse_than_before(runs[::-1], 10, [catalogue.METRICS["tok_s"]])
+        return [w for w in found if -w.change > 0.05]  # beyond the page's 5 % threshold
+
+    assert worse(noisy) == []  # within 2σ of a noisy past
     steady = [{"group": "g", "pk": i, "key": f"k{i}", "tok_s_mean": v} for i, v in enumerate([40, 40.5, 39.5, 40, 36])]
-    (found,) = charts.regressions(steady, [charts.METRICS["tok_s"]], {"tok_s": 0.05})
+    (found,) = worse(steady)
     assert (found.latest, found.baseline, round(found.change, 3)) == (36, 40.0, -0.1)
 
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import pytest
 from django.urls import reverse
 
-from benchmarks.charts import figures
+from benchmarks.charts import compare_figure, load_curve_figure, timeline_figure
 from benchmarks.jobs.client import probe
 from benchmarks.jobs.client import target as targets
 from benchmarks.jobs.client.target import TargetRefused, resolve_target
@@ -109,7 +109,7 @@ def _assert_no_user_markup(figure: dict) -> None:
 @pytest.mark.parametrize("grouping", ["label", "model"])
 def test_the_timeline_figure_escapes_labels_and_models(grouping):
     rows = [_row(MARKUP, 1), _row(MARKUP, 2, n_ok=0, ctx_size=4096, build="<i>b2</i>", cache_type_k="<i>q8</i>")]
-    figure = figures.timeline(rows, catalogue.METRICS["tok_s"], grouping)
+    figure = timeline_figure.timeline(rows, catalogue.METRICS["tok_s"], grouping)
     _assert_no_user_markup(figure)
     assert "<i>" not in json.dumps(figure)
     (line,) = [t for t in figure["data"] if "hover_facts" in t]  # the hover text's flags, escaped once each
@@ -118,7 +118,7 @@ def test_the_timeline_figure_escapes_labels_and_models(grouping):
 
 def test_the_home_figure_escapes_model_panel_titles():
     rows = [_row(MARKUP, 1), _row("other", 2)]
-    figure, _ = figures.timeline_by_model(rows, catalogue.METRICS["tok_s"], "label")
+    figure, _ = timeline_figure.timeline_by_model(rows, catalogue.METRICS["tok_s"], "label")
     _assert_no_user_markup(figure)
     assert any(a["text"].startswith("<b>&lt;b&gt;") for a in figure["layout"]["annotations"])  # kvlab's own bold
 
@@ -128,7 +128,7 @@ def test_the_compare_figure_escapes_run_names_on_its_axes():
         {**_row(MARKUP, 1), **{f"value_{k}": 1.0 for k in catalogue.COMPARE_METRICS}},
         {**_row("ok", 2, n_ok=0), **{f"value_{k}": None for k in catalogue.COMPARE_METRICS}, "value_success": 0.0},
     ]
-    figure = figures.compare(runs, [(1, True, 3.0)])
+    figure = compare_figure.compare(runs, [(1, True, 3.0)])
     _assert_no_user_markup(figure)
     assert all(
         "<a " not in str(axis.get("categoryarray")) for axis in figure["layout"].values() if isinstance(axis, dict)
@@ -138,7 +138,7 @@ def test_the_compare_figure_escapes_run_names_on_its_axes():
 def test_the_load_curve_figure_escapes_curve_names():
     point = {
         "gpu": "g",
-        **{k: v for k, v in flat().items() if k in figures.CURVE_FIELDS},
+        **{k: v for k, v in flat().items() if k in load_curve_figure.CURVE_FIELDS},
         "prompt_tokens_max": 1000,
         "n_predict_max": 200,
         "throughput": 10.0,
@@ -149,9 +149,11 @@ def test_the_load_curve_figure_escapes_curve_names():
         "label_min": MARKUP,
         "label_max": MARKUP,
     }
-    curves = figures.curves([{**point, "concurrency": 1}, {**point, "concurrency": 2, "throughput": 9.0, "failed": 1}])
+    curves = load_curve_figure.curves(
+        [{**point, "concurrency": 1}, {**point, "concurrency": 2, "throughput": 9.0, "failed": 1}]
+    )
     assert curves[0].name.startswith(MARKUP)  # the page's own table escapes it; the figure must too
-    _assert_no_user_markup(figures.load_curve(curves))
+    _assert_no_user_markup(load_curve_figure.load_curve(curves))
 
 
 @pytest.fixture

@@ -237,11 +237,11 @@ def test_the_home_trend_gives_each_model_its_own_axis(client, demo_import, impor
 def test_a_chart_with_too_many_changes_to_mark_counts_them_in_its_legend():
     from datetime import UTC, datetime, timedelta
 
-    from benchmarks.charts import figures
+    from benchmarks.charts import timeline_figure
     from benchmarks.records import catalogue
 
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    n = figures.MAX_CHANGE_MARKERS + 10
+    n = timeline_figure.MAX_CHANGE_MARKERS + 10
     rows = [
         {"pk": i, "key": f"r{i}", "label": "nightly", "model": "m", "gpu": "g",
          "started_at": start + timedelta(hours=i), "n_ok": 1, "n_requests": 1, "ctx_size": 1024, "parallel": 1,
@@ -250,7 +250,7 @@ def test_a_chart_with_too_many_changes_to_mark_counts_them_in_its_legend():
          "prompt_tokens_max": 100, "n_predict_max": 10, "value": 10.0, "build": None}
         for i in range(n + 1)
     ]  # fmt: skip
-    figure = figures.timeline(rows, catalogue.METRICS["tok_s"], "label")
+    figure = timeline_figure.timeline(rows, catalogue.METRICS["tok_s"], "label")
     markers = [t for t in figure["data"] if t["name"].startswith("workload changed")]
     assert [(t["name"], t["x"], t.get("visible")) for t in markers] == [
         (f"workload changed {n:,} times: too many to mark", [], "legendonly")

@@ -14,7 +14,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from benchmarks.charts import figures, timeline_data
+from benchmarks.charts import timeline_data, timeline_figure
 from benchmarks.history import rollups
 from benchmarks.models import Run, TimelineBucket
 from benchmarks.models.rollups import ROLLED_COLUMNS, SPANS
@@ -217,18 +217,18 @@ def test_a_chart_of_many_buckets_draws_its_strokes_without_markers(client, many,
         fig = figure(client.get(reverse("chart-timeline"), {"metric": "tok_s", "group": "label"}).content.decode())
         return {t["mode"] for t in fig["data"] if "lo" in t.get("reduced", {})}
 
-    monkeypatch.setattr(figures, "MARKED_POINTS", 10_000)
-    monkeypatch.setattr(figures, "MARKED_BUCKETS", 10_000)
+    monkeypatch.setattr(timeline_figure, "MARKED_POINTS", 10_000)
+    monkeypatch.setattr(timeline_figure, "MARKED_BUCKETS", 10_000)
     assert modes() == {"lines+markers"}  # a few buckets: each stroke's ends marked
-    monkeypatch.setattr(figures, "MARKED_BUCKETS", 10)
+    monkeypatch.setattr(timeline_figure, "MARKED_BUCKETS", 10)
     assert modes() == {"lines"}  # many: the strokes alone, each an SVG path, not three nodes
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("marked", [False, True])
 def test_a_bucket_of_one_value_is_drawn_on_its_own_never_joined_to_the_next(tab, many, monkeypatch, marked):
-    monkeypatch.setattr(figures, "MARKED_POINTS", 10_000)
-    monkeypatch.setattr(figures, "MARKED_BUCKETS", 10_000 if marked else 0)
+    monkeypatch.setattr(timeline_figure, "MARKED_POINTS", 10_000)
+    monkeypatch.setattr(timeline_figure, "MARKED_BUCKETS", 10_000 if marked else 0)
     tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
     tab.wait_for_plot("#timeline-figure-plot")
     found = 0
@@ -284,10 +284,10 @@ def test_past_max_lines_the_smallest_lines_are_drawn_together_as_grey_points(cli
     )  # fmt: skip
     fig = figure(client.get(reverse("chart-timeline"), {"group": "series"}).content.decode())
     names = [t["name"] for t in fig["data"]]
-    assert len(names) == figures.MAX_LINES + 2  # the lines, the grey points, the failed runs
+    assert len(names) == timeline_figure.MAX_LINES + 2  # the lines, the grey points, the failed runs
     assert "31 more lines, as grey points" in names  # 50 drawn: the 40-run line and 49 of two runs
     grey = next(t for t in fig["data"] if t["name"] == "31 more lines, as grey points")
-    lines = fig["data"][: figures.MAX_LINES]
+    lines = fig["data"][: timeline_figure.MAX_LINES]
     drawn = {pk for t in lines for pk in t["customdata"]}
     assert sorted(len(t["customdata"]) for t in lines) == [2] * 49 + [40]
     assert len(grey["customdata"]) == 11 * 2 + 20 and not drawn & set(grey["customdata"])

@@ -24,7 +24,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from benchmarks.charts import figures, regression_views
+from benchmarks.charts import figure_common, regression_views
 from benchmarks.history import baselines, derived
 from benchmarks.jobs import lifecycle
 from benchmarks.models import BaselineComparison, FileImport, Job, RequestResult, Run, SeriesRun, Server
@@ -89,14 +89,14 @@ def reference(grouping: str, window: int, thresholds: Mapping[str, float]) -> tu
     rows = list(ranked.filter(rank__lte=window + 1).values("pk", "key", "started_at", *partition, *columns))
     rows.sort(key=lambda r: (r["started_at"], r["pk"]))
     for row in rows:
-        row["group"] = figures.group_name(row, grouping)
+        row["group"] = figure_common.group_name(row, grouping)
     found = _old_regressions(rows, thresholds, window)
     n_groups = len({r["group"] for r in rows})
     n_series = len({(r["group"], *series.key(r)) for r in rows})
     return found, n_groups, n_series
 
 
-def shown(found: Sequence[figures.Regression]) -> list[Any]:
+def shown(found: Sequence[regression_views.Regression]) -> list[Any]:
     return [
         (
             r.group,

@@ -179,7 +179,7 @@ def test_the_figure_stays_bounded_and_keeps_the_peak_whatever_the_series_holds()
     slot_lines = [trace for trace in lines if trace["name"].startswith("slot ")]
     assert len(slot_lines) == charts.MAX_SLOT_LINES
     assert max(max(v for v in trace["y"] if v is not None) for trace in slot_lines) == 1000  # kept
-    assert all(trace["type"] == "scattergl" for trace in lines)  # WebGL past figures.WEBGL_POINTS
+    assert all(trace["type"] == "scattergl" for trace in lines)  # WebGL past figure_common.WEBGL_POINTS
     assert f"{charts.MAX_SLOT_LINES} of {slots} slots drawn (the fullest)" in [
         a["text"] for a in figure["layout"]["annotations"]
     ]
