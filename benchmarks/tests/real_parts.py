@@ -25,6 +25,8 @@ from benchmarks.models import Job, Server
 from kvlab.celery import app as celery_app
 from kvlab.tests.processes import free_port, stop_process
 
+HOLD_BACK = 8  # tokens the server may hold back from the stream as incomplete UTF-8 (0-5 seen)
+
 
 @contextlib.contextmanager
 def live_llama_server(binary: Path, model: Path, flags: list[str], log_path: Path | None = None) -> Iterator[str]:

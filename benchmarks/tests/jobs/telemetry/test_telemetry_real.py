@@ -13,12 +13,11 @@ import pytest
 from benchmarks.jobs.telemetry.summary import for_json
 from benchmarks.models import Job, Run
 
-from ...real_parts import live_llama_server, register, submit, wait_for
+from ...real_parts import HOLD_BACK, live_llama_server, register, submit, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
 
 RELEASED = re.compile(r"slot\s+release: id\s+(\d+) \| task \d+ \| stop processing: n_tokens = (\d+)")
-HOLD_BACK = 8  # tokens the server may hold back from the stream as incomplete UTF-8 (0-5 seen)
 
 
 @pytest.mark.usefixtures("worker")

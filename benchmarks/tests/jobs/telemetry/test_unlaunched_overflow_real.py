@@ -19,9 +19,8 @@ from django.utils.html import escape
 from benchmarks.jobs.telemetry.summary import for_json
 from benchmarks.models import Run
 
-from ...real_parts import live_llama_server, register, submit, wait_for
+from ...real_parts import HOLD_BACK, live_llama_server, register, submit, wait_for
 from ...relay import Relay
-from .test_telemetry_real import HOLD_BACK
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.llama_server]
 
