@@ -19,7 +19,7 @@ from benchmarks.models import Job, Run
 
 from ...browser import Tab  # the browser and tab fixtures come from the root conftest.py
 from ...real_parts import live_llama_server, register, run_in_background, submit
-from .test_telemetry_ui import PER_SLOT, SHARED
+from .measured_series import PER_SLOT, SHARED
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
