@@ -24,7 +24,7 @@ from benchmarks.records.jsonl import RecordError, decode_line
 from benchmarks.records.metrics import RunSummary
 from benchmarks.records.schema import SCHEMA_V2, LineReader
 
-from .test_import_per_run import REQUEST, SUMMARY, outcome, v2_lines, v2_run
+from .v2_records import REQUEST, SUMMARY, outcome, v2_lines, v2_run
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
