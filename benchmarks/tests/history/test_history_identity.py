@@ -26,7 +26,7 @@ from benchmarks.models import FileImport, Job, RequestResult, Run, Server
 from benchmarks.records.schema import SCHEMA_V1, SCHEMA_V2
 from benchmarks.tests.builders import flat, jsonl
 
-from .formats.test_format_vllm import serve_result
+from .formats.vllm_results import serve_result
 
 T0 = 1_764_000_000.0
 

@@ -54,7 +54,7 @@ from benchmarks.records.formats import Declared
 from .formats import test_format_guidellm as guidellm_files
 from .formats import test_format_llmperf as llmperf_files
 from .formats import test_format_sglang as sglang_files
-from .formats import test_format_vllm as vllm_files
+from .formats import vllm_results as vllm_files
 
 pytestmark = pytest.mark.django_db
 

@@ -22,7 +22,7 @@ from benchmarks.tests.builders import flat, jsonl
 
 from .formats import test_format_aiperf as aiperf_files
 from .formats import test_format_llmperf as llmperf_files
-from .formats import test_format_vllm as vllm_files
+from .formats import vllm_results as vllm_files
 
 pytestmark = pytest.mark.django_db
 
