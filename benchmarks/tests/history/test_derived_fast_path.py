@@ -28,7 +28,7 @@ from benchmarks.records import catalogue
 from benchmarks.tests.builders import flat, jsonl
 
 from ..timeline_buckets import assert_same, figure, reference, stored
-from .test_baselines import START, assert_page_agrees, import_in_files, random_runs, reaped_job_runs
+from .regression_histories import START, assert_page_agrees, import_in_files, random_runs, reaped_job_runs
 
 pytestmark = pytest.mark.django_db
 
