@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from benchmarks.models import Run
+from benchmarks.models import RequestResult, Run
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -45,3 +45,28 @@ def runs_named(names: list[str], **fields) -> list[Run]:
         )
         for i, name in enumerate(names)
     )
+
+
+def run_with_requests(n: int) -> Run:
+    """A run with n requests varied in every column its page aggregates, some failed or without a value."""
+    run = runs_named(["tiny.gguf"])[0]
+    requests = []
+    for i in range(n):
+        ok = i % 7 != 3
+        extra = {"client_tok_s": 20.0 + (i * 37 % n)} if i % 5 else ({"client_tok_s": "fast"} if i % 2 else {})
+        requests.append(
+            RequestResult(
+                run=run,
+                seq=i,
+                ok=ok,
+                error_type="" if ok else "timeout",
+                ttft_s=None if i % 11 == 0 else 0.1 + (i * 13 % n) / 100,
+                elapsed_s=1.0 + (i * 17 % n) / 10,
+                tok_s=None if i % 13 == 0 else 30.0 + (i * 7 % n) / 3,
+                extra=extra,
+                content_hash=f"h{i}",
+            )
+        )
+    RequestResult.objects.bulk_create(requests)
+    run.refresh_summary()  # as an import or a finished job leaves it
+    return run

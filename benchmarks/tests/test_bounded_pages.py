@@ -17,10 +17,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.history import derived
-from benchmarks.models import Job, RequestResult, Run, Server
+from benchmarks.models import Job, Run, Server
 from benchmarks.records.metrics import distribution
 
-from .factories import runs_named
+from .factories import run_with_requests, runs_named
 from .pages import TOP_CHOICES, offered_values, typed_value
 
 pytestmark = pytest.mark.django_db
@@ -104,32 +104,8 @@ def test_the_job_page_reads_only_the_params_it_shows(client, job_with_prompts):
 # --- a run page aggregates its requests in SQL -------------------------------------------
 
 
-def _run_with_requests(n: int) -> Run:
-    run = runs_named(["tiny.gguf"])[0]
-    requests = []
-    for i in range(n):
-        ok = i % 7 != 3
-        extra = {"client_tok_s": 20.0 + (i * 37 % n)} if i % 5 else ({"client_tok_s": "fast"} if i % 2 else {})
-        requests.append(
-            RequestResult(
-                run=run,
-                seq=i,
-                ok=ok,
-                error_type="" if ok else "timeout",
-                ttft_s=None if i % 11 == 0 else 0.1 + (i * 13 % n) / 100,
-                elapsed_s=1.0 + (i * 17 % n) / 10,
-                tok_s=None if i % 13 == 0 else 30.0 + (i * 7 % n) / 3,
-                extra=extra,
-                content_hash=f"h{i}",
-            )
-        )
-    RequestResult.objects.bulk_create(requests)
-    run.refresh_summary()  # as an import or a finished job leaves it
-    return run
-
-
 def test_a_run_page_shows_the_distributions_of_all_its_ok_requests(client):
-    run = _run_with_requests(150)
+    run = run_with_requests(150)
     ok = list(run.requests.filter(ok=True))
     expected = [
         distribution(r.ttft_s for r in ok),
@@ -149,14 +125,14 @@ def test_a_run_page_shows_the_distributions_of_all_its_ok_requests(client):
 
 
 def test_a_small_run_shows_only_its_median(client):
-    run = _run_with_requests(10)
+    run = run_with_requests(10)
     response = client.get(reverse("run-detail", args=[run.pk]))
     for _, _, d, _ in response.context["distributions"]:
         assert set(d.percentiles) == {50}
 
 
 def test_a_run_page_never_loads_every_request(client):
-    run = _run_with_requests(300)
+    run = run_with_requests(300)
     with CaptureQueriesContext(connection) as queries:
         response = client.get(reverse("run-detail", args=[run.pk]), {"page": 2})
     assert response.status_code == 200
@@ -172,7 +148,7 @@ def _request_rows(response) -> list[str]:
 
 
 def test_a_run_page_takes_its_number_of_requests_from_the_run_not_a_count(client):
-    run = _run_with_requests(300)
+    run = run_with_requests(300)
     with CaptureQueriesContext(connection) as queries:
         response = client.get(reverse("run-detail", args=[run.pk]), {"page": 2})
     assert len(_request_rows(response)) == 100 and "page 2 of 2" in response.content.decode()
@@ -183,14 +159,14 @@ def test_a_run_page_takes_its_number_of_requests_from_the_run_not_a_count(client
 
 
 def test_a_run_still_being_recorded_counts_its_requests(client):
-    run = _run_with_requests(250)
+    run = run_with_requests(250)
     Run.objects.filter(pk=run.pk).update(n_requests=0, n_ok=0)  # a job's run until the job ends
     response = client.get(reverse("run-detail", args=[run.pk]), {"page": 2})
     assert len(_request_rows(response)) == 50 and "page 2 of 2" in response.content.decode()
 
 
 def test_a_run_pages_failures_by_type_read_only_the_failed_requests(client):
-    run = _run_with_requests(300)
+    run = run_with_requests(300)
     with CaptureQueriesContext(connection) as queries:
         response = client.get(reverse("run-detail", args=[run.pk]))
     assert "timeout: 43" in response.content.decode()  # every 7th request, from the 4th
@@ -207,7 +183,7 @@ def test_a_run_pages_failures_by_type_read_only_the_failed_requests(client):
 
 def test_a_large_run_shows_an_even_sample_and_says_so(client, monkeypatch):
     monkeypatch.setattr("benchmarks.history.views.DISTRIBUTION_SAMPLE", 40)
-    run = _run_with_requests(300)
+    run = run_with_requests(300)
     Run.objects.filter(pk=run.pk).update(n_requests=300, n_ok=run.requests.filter(ok=True).count())
     with CaptureQueriesContext(connection) as queries:
         response = client.get(reverse("run-detail", args=[run.pk]))
@@ -244,7 +220,7 @@ def test_the_regressions_page_shows_the_worst_hundred_and_says_how_many_more(cli
 
 
 def test_a_run_pages_counts_have_thousands_separators(client):
-    run = _run_with_requests(300)
+    run = run_with_requests(300)
     Run.objects.filter(pk=run.pk).update(n_requests=1_234_567, n_ok=1_200_000)
     page = " ".join(client.get(reverse("run-detail", args=[run.pk])).content.decode().split())
     assert "<dt>requests</dt><dd>1,234,567</dd>" in page

@@ -14,7 +14,7 @@ from benchmarks.history.forms import SORTS
 from benchmarks.models import Job, Run, Server
 from kvlab import paging
 
-from ..factories import make_sortable_runs
+from ..factories import make_sortable_runs, run_with_requests
 from ..pages import python_order, query_plan
 
 pytestmark = pytest.mark.django_db
@@ -73,9 +73,7 @@ def _seqs(html: str) -> list[int]:
 def test_a_run_page_past_the_first_is_found_by_its_seq_range_when_the_requests_are_numbered_without_gaps(client, gaps):
     from benchmarks.models import RequestResult
 
-    from ..test_bounded_pages import _run_with_requests
-
-    run = _run_with_requests(450)
+    run = run_with_requests(450)
     if gaps:  # a cancelled job's unsent requests: seq 10-19 never recorded
         RequestResult.objects.filter(run=run, seq__gte=10, seq__lt=20).delete()
         run.refresh_summary()
