@@ -153,7 +153,7 @@ def test_sweep_checks_its_options_with_the_sweep_form(tmp_path, args, message):
 
 def test_import_bench_prints_a_converters_reason_once_naming_its_file(tmp_path):
     """An error that ends a conversion (here AIPerf records without their model) is the input's, not record 1's."""
-    from ..history.test_import_failed_runs import aiperf_artifacts
+    from ..history.failed_run_files import aiperf_artifacts
 
     jsonl_path = aiperf_artifacts(tmp_path / "run", inputs=False) / "profile_export.jsonl"
     err = StringIO()
