@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,22 @@ def flat(**overrides: Any) -> dict[str, Any]:
 
 def jsonl(*records: dict[str, Any] | bytes) -> bytes:
     return b"".join((r if isinstance(r, bytes) else orjson.dumps(r)) + b"\n" for r in records)
+
+
+def records(n_runs: int, seed: int = 7, prefix: str = "r") -> bytes:
+    """n_runs runs of two requests over nine days, in two labels, some slower than the ones before."""
+    return jsonl(*record_lines(n_runs, seed, prefix))
+
+
+def record_lines(n_runs: int, seed: int = 7, prefix: str = "r") -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n_runs):
+        common = {"run": f"{prefix}{i}", "label": rng.choice(["a", "b"]), "concurrency": 1 + i % 2}
+        when = f"2026-10-{1 + i % 9:02d}T{i % 24:02d}:{i % 60:02d}:00Z"
+        for _ in range(2):
+            lines.append(flat(**common, ts=when, ok=rng.random() < 0.9, tok_s=rng.uniform(5, 60)))
+    return lines
 
 
 def traced_import(data: bytes, filename: str = "traced.jsonl") -> tuple[Any, int]:

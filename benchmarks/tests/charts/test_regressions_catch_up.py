@@ -85,7 +85,7 @@ def test_more_runs_than_a_view_queues_are_caught_up_a_batch_at_a_time(client, mo
 
 
 def test_an_imports_pending_runs_are_still_called_imported(client, monkeypatch, import_bytes):
-    from ..history.test_derived_backlog import records
+    from ..builders import records
 
     monkeypatch.setattr(derived, "INLINE_UP_TO", 10)
     import_bytes(records(12))

@@ -6,7 +6,6 @@ them exactly as a rebuild from the runs would."""
 from __future__ import annotations
 
 import io
-import random
 import threading
 import time
 from typing import Any
@@ -18,27 +17,11 @@ from django.urls import reverse
 from benchmarks.charts import timeline_data
 from benchmarks.history import derived
 from benchmarks.models import BaselineComparison, DerivedBacklog, Run, SeriesRun, TimelineBucket
-from benchmarks.tests.builders import flat, jsonl
+from benchmarks.tests.builders import flat, jsonl, record_lines, records
 
 from ..timeline_buckets import assert_same, reference, stored
 
 pytestmark = pytest.mark.django_db
-
-
-def records(n_runs: int, seed: int = 7, prefix: str = "r") -> bytes:
-    """n_runs runs of two requests over nine days, in two labels, some slower than the ones before."""
-    return jsonl(*record_lines(n_runs, seed, prefix))
-
-
-def record_lines(n_runs: int, seed: int = 7, prefix: str = "r") -> list[dict[str, Any]]:
-    rng = random.Random(seed)
-    lines = []
-    for i in range(n_runs):
-        common = {"run": f"{prefix}{i}", "label": rng.choice(["a", "b"]), "concurrency": 1 + i % 2}
-        when = f"2026-10-{1 + i % 9:02d}T{i % 24:02d}:{i % 60:02d}:00Z"
-        for _ in range(2):
-            lines.append(flat(**common, ts=when, ok=rng.random() < 0.9, tok_s=rng.uniform(5, 60)))
-    return lines
 
 
 def derived_tables() -> tuple[Any, ...]:
