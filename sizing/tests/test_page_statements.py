@@ -7,7 +7,6 @@ test_browser_sizing.py.
 from __future__ import annotations
 
 import re
-from html.parser import HTMLParser
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from sizing.models import SizingSnapshot
 from sizing.tests.support import TINY, text
 
 from .gguf_writer import gguf_head_bytes
+from .sizing_page import form_values, result_html, results, size_it_again
 
 pytestmark = pytest.mark.django_db
 
@@ -30,76 +30,6 @@ DEVSTRAL = {"model": "devstral-small-2-24b", "ctx_size": 16384, "gpu": GPU_16GB,
 # The investigation's published command.
 PUBLISHED = "llama-server --model devstral.gguf --ctx-size 12288 --slots 1 -ctk q8_0 -ctv q8_0"
 MiB = 1024 * 1024
-
-
-def results(response: Any) -> str:
-    """The sizing's result as rendered: from its heading to its formula line."""
-    return _result_html(response.content.decode())
-
-
-class FormReader(HTMLParser):
-    """What a browser submits for #sizing-form: inputs, checked boxes, selected options
-    (the first option when none is marked selected), textareas."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.values: dict[str, str] = {}
-        self.in_form = False
-        self.select: str | None = None
-        self.first_option: str | None = None
-        self.selected = False
-        self.textarea: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = dict(attrs)
-        if tag == "form":
-            self.in_form = a.get("id") == "sizing-form"
-        if not self.in_form:
-            return
-        name = a.get("name") or ""
-        if tag == "input" and name:
-            if a.get("type") == "checkbox":
-                if "checked" in a:
-                    self.values[name] = a.get("value") or "on"
-            else:
-                self.values[name] = a.get("value") or ""
-        elif tag == "select":
-            self.select, self.first_option, self.selected = name, None, False
-        elif tag == "option" and self.select is not None:
-            value = a.get("value") or ""
-            if self.first_option is None:
-                self.first_option = value
-            if "selected" in a:
-                self.values[self.select], self.selected = value, True
-        elif tag == "textarea":
-            self.textarea = name
-            self.values[name] = ""
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "select" and self.select is not None:
-            if not self.selected:
-                self.values[self.select] = self.first_option or ""
-            self.select = None
-        elif tag == "textarea":
-            self.textarea = None
-        elif tag == "form":
-            self.in_form = False
-
-    def handle_data(self, data: str) -> None:
-        if self.textarea is not None:
-            self.values[self.textarea] += data.removeprefix("\n")
-
-
-def form_values(response: Any) -> dict[str, str]:
-    reader = FormReader()
-    reader.feed(response.content.decode())
-    return reader.values
-
-
-def size_it_again(client: Client, response: Any, **changes: str) -> Any:
-    """Press "Size it" on the rendered page, after changing some fields as a user would."""
-    values = form_values(response) | changes
-    return client.get(reverse("sizing"), values)
 
 
 # 1. Never "fits" without the weights.
@@ -325,13 +255,6 @@ def test_explaining_a_run_of_a_model_kvlab_cannot_size_says_so(client: Client) -
 # 6. The shared snapshot looks like the page.
 
 
-def _result_html(html: str) -> str:
-    """The sizing's result as rendered: from its heading to its formula line."""
-    found = re.search(r"<h2>.*?<p class=\"meta\">Formulas: [^<]*</p>", html, re.S)
-    assert found, html[-3000:]
-    return found.group(0)
-
-
 def test_a_snapshot_renders_the_result_through_the_pages_own_partial(user_client: Client, client: Client) -> None:
     query = "model=devstral-small-2-24b&ctx_size=16384&gpu=rtx-5060-ti-16gb&weights=13.35+GiB&" + "&".join(
         f"{k}={v}" for k, v in WORKLOAD.items()
@@ -341,7 +264,7 @@ def test_a_snapshot_renders_the_result_through_the_pages_own_partial(user_client
     snapshot = SizingSnapshot.objects.get()
     shared = client.get(response.url)  # a teammate, not logged in
     html = shared.content.decode()
-    assert _result_html(html) == _result_html(live.content.decode())
+    assert result_html(html) == result_html(live.content.decode())
     # Tables, units with thousands separators, the recommendations with their commands.
     assert '<table class="caches">' in html and "2,684,354,560 B (2,560.00 MiB)" in html
     assert '<ol class="recommendations">' in html and "<li><code>llama-server -m devstral-small-2-24b.gguf -c " in html

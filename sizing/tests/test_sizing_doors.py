@@ -21,7 +21,7 @@ from sizing.forms import SizingForm
 from sizing.tests.support import TINY
 
 from .gguf_writer import write_gguf_head
-from .test_page_statements import form_values, results, size_it_again
+from .sizing_page import form_values, results, size_it_again
 
 pytestmark = pytest.mark.django_db
 
