@@ -31,7 +31,7 @@ from sizing.placement.tensors import from_gguf
 from sizing.placement.types import Host, MiB
 from sizing.sparse_gguf import write_sparse
 from sizing.tests.fit_cases import MODELS
-from sizing.tests.placement.test_oracle_fit_params import SHAPES, write_sparse_llama
+from sizing.tests.placement.sparse_llamas import SHAPES, write_sparse_llama
 
 DATA = Path(__file__).parents[1] / "data" / "amx-host"
 LOGS = sorted(DATA.glob("fit_*.log.gz"))
