@@ -19,7 +19,7 @@ import pytest
 from sizing.server_log import MAX_ITEMS, MAX_LINE_CHARS, MAX_LOG_LINES, parse_startup_log
 from sizing.tests.support import text
 
-from .test_explain_log import TINY_LLAMA, TINY_WEIGHTS
+from .tiny_llama_log import TINY_LLAMA, TINY_WEIGHTS
 
 URL = "/sizing/explain-log/"
 LINE = 4096  # MAX_LINE_CHARS: a longer line is not read at all
