@@ -52,9 +52,9 @@ from benchmarks.records import outcomes
 from benchmarks.records.formats import Declared
 
 from .failed_run_files import CONTEXT_EXCEEDED, START_NS, aiperf_artifacts, aiperf_error_record
+from .formats import guidellm_results as guidellm_files
 from .formats import llmperf_results as llmperf_files
 from .formats import sglang_results as sglang_files
-from .formats import test_format_guidellm as guidellm_files
 from .formats import vllm_results as vllm_files
 
 pytestmark = pytest.mark.django_db
