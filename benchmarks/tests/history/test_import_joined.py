@@ -20,8 +20,8 @@ from benchmarks.models import FileImport, RequestResult, Run
 from benchmarks.records.formats import registry
 from benchmarks.tests.builders import flat, jsonl
 
+from .formats import aiperf_results as aiperf_files
 from .formats import llmperf_results as llmperf_files
-from .formats import test_format_aiperf as aiperf_files
 from .formats import vllm_results as vllm_files
 
 pytestmark = pytest.mark.django_db
