@@ -1,4 +1,4 @@
-"""Fixtures shared by every app's tests: users and clients, the demo import, a real Redis, a real browser."""
+"""Fixtures shared by every app's tests: users and clients, the investigation imported, a real Redis, a real browser."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from django.test import Client
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import FileImport
 from benchmarks.tests.browser import CHROMIUM, BrowserThread, Tab
-from benchmarks.tests.builders import DEMO_PATH
+from benchmarks.tests.investigation import FILENAME, investigation_bytes
 from kvlab.tests.processes import free_port, stop_process
 
 # The llama-server fixtures (the binaries, tiny models, a running server) serve every app's tests.
@@ -45,9 +45,9 @@ def import_bytes() -> Callable[..., FileImport]:
 
 
 @pytest.fixture
-def demo_import(db: None) -> FileImport:
-    with DEMO_PATH.open("rb") as fh:
-        return import_bench_file(fh, filename=DEMO_PATH.name, origin="demo")
+def investigation(db: None) -> FileImport:
+    """The investigation's eleven requests (benchmarks/tests/investigation.py), imported as from the command line."""
+    return import_bench_file(io.BytesIO(investigation_bytes()), filename=FILENAME, origin="command")
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ def test_gzip_sits_under_whitenoise_and_above_every_middleware_that_touches_the_
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_a_download_is_gzipped_when_asked_and_decompresses_to_the_plain_one(
-    client: Client, demo_import: FileImport, fmt: str
+    client: Client, investigation: FileImport, fmt: str
 ) -> None:
     url = reverse("chart-timeline") + f"?format={fmt}"
     plain = client.get(url)
@@ -47,7 +47,7 @@ def test_a_download_is_gzipped_when_asked_and_decompresses_to_the_plain_one(
 
 @pytest.mark.parametrize("name", ["run-list", "chart-timeline"])
 def test_a_page_is_gzipped_when_asked_and_decompresses_to_the_plain_page(
-    client: Client, demo_import: FileImport, name: str
+    client: Client, investigation: FileImport, name: str
 ) -> None:
     plain = client.get(reverse(name))
     packed = client.get(reverse(name), **GZIP)
@@ -60,13 +60,13 @@ def test_a_page_is_gzipped_when_asked_and_decompresses_to_the_plain_page(
 
 
 def test_every_page_says_it_varies_by_accept_encoding_compressed_or_not(
-    client: Client, demo_import: FileImport
+    client: Client, investigation: FileImport
 ) -> None:
     for response in (client.get(reverse("run-list")), client.get(reverse("run-list"), **GZIP)):
         assert "Accept-Encoding" in response["Vary"]
 
 
-def test_a_client_that_does_not_ask_gets_plain_bytes(client: Client, demo_import: FileImport) -> None:
+def test_a_client_that_does_not_ask_gets_plain_bytes(client: Client, investigation: FileImport) -> None:
     url = reverse("chart-timeline") + "?format=json"
     for headers in ({}, {"HTTP_ACCEPT_ENCODING": "br"}, {"HTTP_ACCEPT_ENCODING": "identity"}):
         response = client.get(url, **headers)
@@ -85,7 +85,7 @@ def test_plotly_js_is_gzipped_for_a_browser(client: Client) -> None:
 
 
 def test_a_streamed_export_still_streams_and_decompresses_to_the_same_jsonl(
-    client: Client, demo_import: FileImport
+    client: Client, investigation: FileImport
 ) -> None:
     plain = body_of(client.get(reverse("export")))
     response = client.get(reverse("export"), **GZIP)
@@ -101,7 +101,7 @@ def test_a_streamed_export_still_streams_and_decompresses_to_the_same_jsonl(
     assert len(jsonl.splitlines()) == len(plain.splitlines()) > 1
 
 
-def test_a_response_under_200_bytes_is_left_alone(client: Client, demo_import: FileImport) -> None:
+def test_a_response_under_200_bytes_is_left_alone(client: Client, investigation: FileImport) -> None:
     response = client.get(reverse("run-values"), {"model": "no-such-model"}, **GZIP)
 
     assert response.status_code == 200

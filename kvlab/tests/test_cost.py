@@ -112,7 +112,7 @@ CASES = [
 
 
 @pytest.fixture
-def clients(demo_import: object, user_client: Client) -> dict[str, Client]:
+def clients(investigation: object, user_client: Client) -> dict[str, Client]:
     anonymous = Client()
     anonymous.get("/sizing/?" + urlencode(SIZING))  # the catalogue and the pages' templates, loaded once
     return {"anonymous": anonymous, "user": user_client}

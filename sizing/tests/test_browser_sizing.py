@@ -7,6 +7,7 @@ var/screenshots/sizing-*.png.
 
 from __future__ import annotations
 
+import io
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,7 +20,7 @@ from playwright.sync_api import Page, expect
 from benchmarks.history.importer import import_bench_file
 from benchmarks.models import Run
 from benchmarks.tests.browser import Tab  # the browser and tab fixtures come from the root conftest.py
-from benchmarks.tests.builders import DEMO_PATH
+from benchmarks.tests.investigation import FILENAME, investigation_bytes
 from sizing.models import SizingSnapshot
 from sizing.tests.support import DEVSTRAL_16GB
 
@@ -165,8 +166,7 @@ def test_devstral_on_16_gb_asks_for_the_weights_then_judges_the_fit(tab: Tab) ->
 
 
 def test_explaining_c2_x3_says_the_record_and_the_prediction_disagree(tab: Tab, transactional_db: None) -> None:
-    with DEMO_PATH.open("rb") as fh:
-        import_bench_file(fh, filename=DEMO_PATH.name, origin="demo")
+    import_bench_file(io.BytesIO(investigation_bytes()), filename=FILENAME, origin="command")
     run = Run.objects.get(key="c2-x3")
     tab.open(f"/runs/{run.pk}/")
 

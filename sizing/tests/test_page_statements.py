@@ -115,7 +115,7 @@ def test_the_measure_my_prompts_style_url_keeps_f16_on_the_second_press(client: 
     assert results(again) == results(first)
 
 
-def test_a_run_s_measured_workload_is_shown_in_the_fields(client: Client, demo_import: object) -> None:
+def test_a_run_s_measured_workload_is_shown_in_the_fields(client: Client, investigation: object) -> None:
     run = Run.objects.get(key="c3p-queue2")
     first = client.get(reverse("sizing"), {"model": "devstral-small-2-24b", "run": run.pk})
     values = form_values(first)
@@ -220,7 +220,7 @@ def test_ngl_all_is_every_layer_set_by_the_user_and_auto_is_the_fits_choice() ->
 # 5. "Explain this run" flags contradictions.
 
 
-def test_explaining_c2_x3_says_the_record_and_the_prediction_disagree(client: Client, demo_import: object) -> None:
+def test_explaining_c2_x3_says_the_record_and_the_prediction_disagree(client: Client, investigation: object) -> None:
     run = Run.objects.get(key="c2-x3")
     response = client.get(reverse("sizing-explain-run", args=[run.pk]))
     page = text(client.get(response.url))
@@ -231,7 +231,7 @@ def test_explaining_c2_x3_says_the_record_and_the_prediction_disagree(client: Cl
     assert "with -c 27,648 (3 × 9,216) each slot has 9,216 cells" in page
 
 
-def test_explaining_orig_x3_says_the_record_agrees(client: Client, demo_import: object) -> None:
+def test_explaining_orig_x3_says_the_record_agrees(client: Client, investigation: object) -> None:
     run = Run.objects.get(key="orig-x3")
     page = text(client.get(client.get(reverse("sizing-explain-run", args=[run.pk])).url))
     assert "The record agrees with the prediction: measured 0/3 ok (HTTP 500)." in page

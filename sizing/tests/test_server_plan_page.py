@@ -228,7 +228,7 @@ def test_snapshots_saved_before_the_server_section_still_render(client, user):
 
 
 def test_measured_runs_of_the_same_model_and_gpu_sit_beside_the_estimate(
-    client, demo_import, django_assert_max_num_queries
+    client, investigation, django_assert_max_num_queries
 ):
     query = {
         **DEVSTRAL,
@@ -242,7 +242,7 @@ def test_measured_runs_of_the_same_model_and_gpu_sit_beside_the_estimate(
     assert "Calibrated:" in body and "the median ratio of 2 runs with the KV on the GPU" in body
 
 
-def test_the_page_costs_the_same_however_long_the_history(client, demo_import, django_assert_num_queries):
+def test_the_page_costs_the_same_however_long_the_history(client, investigation, django_assert_num_queries):
     query = {**DEVSTRAL, "ctx_size": 12288, "parallel": 1}
     from django.db import connection
     from django.test.utils import CaptureQueriesContext

@@ -312,7 +312,7 @@ def test_the_page_and_kvsize_give_the_same_json(client, spec_files, query, args,
         assert any(phrase in message for message in page["input_errors"].get(field, [])), page["input_errors"]
 
 
-def test_a_run_s_measured_prompts_are_the_same_workload_on_both_doors(client, demo_import):
+def test_a_run_s_measured_prompts_are_the_same_workload_on_both_doors(client, investigation):
     run = Run.objects.get(key="c3p-queue2")  # p95 4,362 + 1,738 tokens, 2 at once (test_page_statements.py)
     query, args = [("model", "devstral-small-2-24b"), ("run", str(run.pk))], ["--model", "devstral-small-2-24b"]
     status, page = page_json(client, query)

@@ -86,7 +86,7 @@ def test_an_invalid_combination_says_the_server_will_not_start(client):
     assert "Will not start:" in page and "needs flash attention" in page
 
 
-def test_explain_this_run_opens_the_sizing_of_the_demo_original(client, demo_import):
+def test_explain_this_run_opens_the_sizing_of_the_demo_original(client, investigation):
     run = Run.objects.get(key="orig-x3")
     response = client.get(reverse("sizing-explain-run", args=[run.pk]))
     assert response.status_code == 302
@@ -96,7 +96,7 @@ def test_explain_this_run_opens_the_sizing_of_the_demo_original(client, demo_imp
     assert client.get(reverse("sizing-explain-run", args=[9999])).status_code == 404
 
 
-def test_measured_runs_of_the_same_model_and_gpu_are_shown(client, demo_import):
+def test_measured_runs_of_the_same_model_and_gpu_are_shown(client, investigation):
     page = text(client.get(reverse("sizing"), {**DEMO_QUERY, "gpu": "", "gpu_mib": 16311}))
     assert "Measured runs of this model and GPU" in page and "c3p-single" in page
 
@@ -196,7 +196,7 @@ def test_an_invalid_gpu_row_is_shown_as_typed_beside_its_error(client):
     assert 'name="gpu_mib" min="256" max="4194304" value="100"' in page
 
 
-def test_an_explained_runs_gpu_memory_link_still_sizes_on_one_gpu(client, demo_import):
+def test_an_explained_runs_gpu_memory_link_still_sizes_on_one_gpu(client, investigation):
     run = Run.objects.get(key="c3p-single")
     page = text(client.get(client.get(reverse("sizing-explain-run", args=[run.pk])).url))
     assert "What llama-server will do on this GPU" in page and "CUDA0 <small>a GPU of 16,311 MiB</small>" in page

@@ -25,16 +25,16 @@ from benchmarks.models import RequestResult, Run
 from benchmarks.records import catalogue as charts
 from benchmarks.records import series_keys as series
 from benchmarks.tests.browser import Tab
-from benchmarks.tests.builders import DEMO_PATH, flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
+from benchmarks.tests.investigation import FILENAME, investigation_bytes
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
 def demo(transactional_db: None) -> dict[str, Run]:
-    """The demo file imported (transactional tests flush the database after each test), runs by key."""
-    with DEMO_PATH.open("rb") as fh:
-        import_bench_file(fh, filename=DEMO_PATH.name, origin="demo")
+    """The investigation imported (transactional tests flush the database after each test), runs by key."""
+    import_bench_file(io.BytesIO(investigation_bytes()), filename=FILENAME, origin="command")
     return {run.key: run for run in Run.objects.all()}
 
 

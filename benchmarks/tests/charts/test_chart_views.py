@@ -30,7 +30,7 @@ def traces(fig: dict) -> dict[str, dict]:
     return {t["name"]: t for t in fig["data"]}
 
 
-def test_the_timeline_has_one_line_per_label_and_failed_runs_as_crosses(client, demo_import):
+def test_the_timeline_has_one_line_per_label_and_failed_runs_as_crosses(client, investigation):
     response = client.get(reverse("chart-timeline"), {"metric": "tok_s", "group": "label"})
     fig = traces(figure(response, "timeline-figure"))
     assert set(fig) == {"original", "C2", "C3P", "failed runs", "workload changed"}
@@ -41,14 +41,14 @@ def test_the_timeline_has_one_line_per_label_and_failed_runs_as_crosses(client, 
     assert all(t["type"] == "scatter" for t in fig.values())  # WebGL only for large series
 
 
-def test_a_change_of_flags_within_a_group_is_marked(client, demo_import):
+def test_a_change_of_flags_within_a_group_is_marked(client, investigation):
     fig = traces(figure(client.get(reverse("chart-timeline"), {"group": "model"}), "timeline-figure"))
     changes = fig["configuration changed"]["text"]
     assert any("ctx size: 16384 → 9216" in text for text in changes)
     assert any("K cache: f16 → q8_0" in text for text in changes)
 
 
-def test_the_timeline_groups_by_configuration(client, demo_import):
+def test_the_timeline_groups_by_configuration(client, investigation):
     fig = traces(
         figure(client.get(reverse("chart-timeline"), {"group": "config", "metric": "wall"}), "timeline-figure")
     )
@@ -70,7 +70,7 @@ def test_the_timeline_issues_a_fixed_number_of_queries(client, import_bytes):
     assert counts == [4, 2, 4]
 
 
-def test_chart_state_round_trips_through_the_url(client, demo_import):
+def test_chart_state_round_trips_through_the_url(client, investigation):
     query = {"metric": "success", "group": "gpu", "label": "C2", "date_from": "2026-09-18"}
     response = client.get(reverse("chart-timeline"), query)
     page = response.content.decode()
@@ -80,14 +80,14 @@ def test_chart_state_round_trips_through_the_url(client, demo_import):
     assert set(fig) == {"RTX 5060 Ti 16GB", "workload changed"} and fig["RTX 5060 Ti 16GB"]["y"] == [1.0, 1.0]
 
 
-def test_an_htmx_filter_change_returns_only_the_chart(client, demo_import):
+def test_an_htmx_filter_change_returns_only_the_chart(client, investigation):
     response = client.get(reverse("chart-timeline"), {"label": "C3P"}, headers={"HX-Request": "true"})
     body = response.content.decode()
     assert body.strip().startswith('<div id="chart">') and "<html" not in body
     assert set(traces(figure(response, "timeline-figure"))) == {"C3P", "workload changed"}
 
 
-def test_the_timeline_data_downloads_as_csv_and_json(client, demo_import):
+def test_the_timeline_data_downloads_as_csv_and_json(client, investigation):
     csv_body = client.get(reverse("chart-timeline"), {"label": "C2", "format": "csv"}).content.decode()
     lines = csv_body.strip().splitlines()
     assert lines[0].startswith("pk,key,label") and lines[0].endswith(",tok_s") and len(lines) == 3
@@ -95,7 +95,7 @@ def test_the_timeline_data_downloads_as_csv_and_json(client, demo_import):
     assert [r["key"] for r in data["rows"]] == ["c2-single", "c2-x3"] and data["rows"][1]["tok_s"] == 2.15
 
 
-def test_the_timeline_json_download_carries_each_runs_outcome_configuration_and_workload(client, demo_import):
+def test_the_timeline_json_download_carries_each_runs_outcome_configuration_and_workload(client, investigation):
     (_, row) = client.get(reverse("chart-timeline"), {"label": "C2", "format": "json"}).json()["rows"]
     assert row == {
         "pk": Run.objects.get(key="c2-x3").pk,
@@ -126,12 +126,12 @@ def test_an_empty_chart_says_so(client, db):
 
 
 @pytest.mark.parametrize("query", [{"metric": "nope"}, {"group": "nope"}, {"date_from": "yesterday"}, {"model": "x"}])
-def test_bad_chart_filters_are_form_errors(client, demo_import, query):
+def test_bad_chart_filters_are_form_errors(client, investigation, query):
     response = client.get(reverse("chart-timeline"), query)
     assert response.status_code == 400 and 'class="error"' in response.content.decode()
 
 
-def test_compare_tells_the_demo_story(client, demo_import):
+def test_compare_tells_the_demo_story(client, investigation):
     ids = [Run.objects.get(key=k).pk for k in ("orig-x3", "c2-x3", "c3p-queue2")]
     with CaptureQueriesContext(connection) as queries:
         response = client.get(reverse("chart-compare"), {"run": ids})
@@ -145,7 +145,7 @@ def test_compare_tells_the_demo_story(client, demo_import):
 
 
 @pytest.mark.parametrize(("query", "status"), [({}, 400), ({"run": ["1"]}, 400), ({"run": ["1", "99999"]}, 404)])
-def test_compare_needs_two_known_runs(client, demo_import, query, status):
+def test_compare_needs_two_known_runs(client, investigation, query, status):
     assert client.get(reverse("chart-compare"), query).status_code == status
 
 
@@ -172,7 +172,7 @@ def test_the_load_curve_marks_where_throughput_stops_growing(client, import_byte
     assert throughput["y"] == [200.0, 380.0, 720.0, 740.0, 744.0]
 
 
-def test_a_load_curve_needs_two_concurrencies(client, demo_import):
+def test_a_load_curve_needs_two_concurrencies(client, investigation):
     page = client.get(reverse("chart-load"), {"model": "Devstral-Small-2-24B-Q4_K_M.gguf"}).content.decode()
     assert "load-figure" in page  # the demo has concurrency 1, 2 and 3
     assert client.get(reverse("chart-load"), {"model": "nope.gguf"}).status_code == 400
@@ -193,7 +193,7 @@ def test_regressions_list_groups_worse_than_their_history(client, import_bytes):
     assert client.get(reverse("chart-regressions"), {"t_tok_s": -1}).status_code == 400
 
 
-def test_the_home_page_shows_the_daily_charts(client, demo_import):
+def test_the_home_page_shows_the_daily_charts(client, investigation):
     page = client.get(reverse("home")).content.decode()
     assert "trend-figure" in page and "Latest runs" in page
     latest = page[page.index("<h2>Latest runs</h2>") :]
@@ -222,7 +222,7 @@ def test_regression_detection_uses_the_spread_of_repeated_runs():
     assert (found.latest, found.baseline, round(found.change, 3)) == (36, 40.0, -0.1)
 
 
-def test_a_zoomed_range_in_the_url_is_applied_to_the_chart(client, demo_import):
+def test_a_zoomed_range_in_the_url_is_applied_to_the_chart(client, investigation):
     query = {"x0": "2026-09-18T19:00:00", "x1": "2026-09-18T21:30:00"}
     fig = figure(client.get(reverse("chart-timeline"), query), "timeline-figure")
     assert fig["layout"]["xaxis"]["range"] == ["2026-09-18T19:00:00+00:00", "2026-09-18T21:30:00+00:00"]
@@ -284,7 +284,7 @@ def test_the_timeline_grows_by_its_points_alone_when_every_run_has_its_own_model
     ) in warning.group(1)
 
 
-def test_each_timeline_point_carries_its_outcome_flags_and_workload_for_its_hover(client, demo_import):
+def test_each_timeline_point_carries_its_outcome_flags_and_workload_for_its_hover(client, investigation):
     fig = traces(figure(client.get(reverse("chart-timeline"), {"label": "C2"}), "timeline-figure"))
     assert fig["C2"]["hover_facts"] == {
         "flags": ["-c 9216 -np 3 per-slot f16/f16 no KV offload"],  # one entry per distinct flags of the line

@@ -56,7 +56,7 @@ def demo_like(**overrides):
 # --- 12. Compare like with like -------------------------------------------------------
 
 
-def test_the_load_curve_draws_each_configuration_not_their_mean(client, demo_import):
+def test_the_load_curve_draws_each_configuration_not_their_mean(client, investigation):
     response = client.get(reverse("chart-load"), {"model": DEMO_MODEL})
     fig = figure(response, "load-figure")
     drawn = [y for t in fig["data"] for y in t["y"]]
@@ -105,13 +105,13 @@ def test_each_load_curve_has_its_own_knee(client, import_bytes):
     }
 
 
-def test_concurrency_3_against_concurrency_1_is_no_regression(client, demo_import):
+def test_concurrency_3_against_concurrency_1_is_no_regression(client, investigation):
     page = client.get(reverse("chart-regressions")).content.decode()
     assert "-73%" not in page, "C2 at concurrency 3 (2.15 tok/s) compared with C2 at concurrency 1 (7.93)"
     assert "No regressions across 3 groups (6 configuration × workload series)" in page
 
 
-def test_a_regression_is_the_same_configuration_and_workload_getting_worse(client, demo_import, import_bytes):
+def test_a_regression_is_the_same_configuration_and_workload_getting_worse(client, investigation, import_bytes):
     # C2 at concurrency 3 again, slower than its one earlier run at concurrency 3 (2.15 tok/s).
     import_bytes(jsonl(*[demo_like(run="c2-x3-again", ts="2026-09-19T10:00:00Z", tok_s=1.5) for _ in range(3)]))
     page = client.get(reverse("chart-regressions")).content.decode()
@@ -136,7 +136,7 @@ def test_within_a_label_each_workload_has_its_own_baseline(client, import_bytes)
     assert "<td>nightly</td>" in page and "<td>concurrency 1 · prompt 1000 tok · n_predict 200</td>" in page
 
 
-def test_the_timeline_warns_when_a_line_mixes_workloads(client, demo_import):
+def test_the_timeline_warns_when_a_line_mixes_workloads(client, investigation):
     response = client.get(reverse("chart-timeline"), {"group": "label"})
     page = response.content.decode()
     assert 'id="mixed-warning"' in page and "3 lines mix runs of different configurations or workloads" in page
@@ -147,7 +147,7 @@ def test_the_timeline_warns_when_a_line_mixes_workloads(client, demo_import):
     assert any("not like for like" in a["text"] for a in fig["layout"]["annotations"])  # a saved PNG says it too
 
 
-def test_grouped_by_configuration_and_workload_the_timeline_is_like_for_like(client, demo_import):
+def test_grouped_by_configuration_and_workload_the_timeline_is_like_for_like(client, investigation):
     response = client.get(reverse("chart-timeline"), {"group": "series"})
     assert 'id="mixed-warning"' not in response.content.decode()
     fig = figure(response, "timeline-figure")
@@ -156,7 +156,7 @@ def test_grouped_by_configuration_and_workload_the_timeline_is_like_for_like(cli
     assert len(names - {"failed runs"}) == 6 and fig["layout"]["annotations"] == []
 
 
-def test_the_compare_chart_warns_when_the_runs_ran_different_workloads(client, demo_import):
+def test_the_compare_chart_warns_when_the_runs_ran_different_workloads(client, investigation):
     ids = [Run.objects.get(key=k).pk for k in ("orig-x3", "c2-x3", "c3p-queue2")]
     page = client.get(reverse("chart-compare"), {"run": ids}).content.decode()
     assert 'id="workload-warning"' in page and "different workloads (concurrency 3 / 2)" in page
@@ -164,7 +164,7 @@ def test_the_compare_chart_warns_when_the_runs_ran_different_workloads(client, d
     assert 'id="workload-warning"' not in client.get(reverse("chart-compare"), {"run": same}).content.decode()
 
 
-def test_the_home_trend_warns_when_a_label_mixes_workloads(client, demo_import):
+def test_the_home_trend_warns_when_a_label_mixes_workloads(client, investigation):
     page = client.get(reverse("home")).content.decode()
     assert 'id="trend-mixed-warning"' in page and "C2 (Devstral-Small-2-24B-Q4_K_M.gguf) mixes workloads" in page
 
@@ -177,7 +177,7 @@ def compare_demo(client) -> dict:
     return figure(client.get(reverse("chart-compare"), {"run": ids}), "compare-figure")
 
 
-def test_a_metric_no_run_recorded_is_a_panel_saying_so_without_axes(client, demo_import):
+def test_a_metric_no_run_recorded_is_a_panel_saying_so_without_axes(client, investigation):
     fig = compare_demo(client)
     layout = fig["layout"]
     notes = {(a.get("xref"), a["text"]) for a in layout["annotations"]}
@@ -191,7 +191,7 @@ def test_a_metric_no_run_recorded_is_a_panel_saying_so_without_axes(client, demo
     assert failed_note["text"] == "failed" and failed_note["x"] == "original (orig-x3)"
 
 
-def test_a_zero_success_rate_is_drawn(client, demo_import):
+def test_a_zero_success_rate_is_drawn(client, investigation):
     fig = compare_demo(client)
     (zero,) = [t for t in fig["data"] if t["name"] == "0 % success"]
     assert zero["x"] == ["original (orig-x3)"] and zero["y"] == [0] and zero["text"] == ["0 % (0/3 ok)"]
@@ -221,7 +221,7 @@ def test_the_failure_chart_has_day_ticks_and_its_failures_in_front(client, impor
     assert failed["x"] == without["x"] and all(re.fullmatch(r"\d{4}-\d{2}-\d{2}", day) for day in failed["x"])
 
 
-def test_the_home_trend_gives_each_model_its_own_axis(client, demo_import, import_bytes):
+def test_the_home_trend_gives_each_model_its_own_axis(client, investigation, import_bytes):
     fast = [flat(run=f"fast-{i}", model="qwen-0.5b.gguf", label="tiny", tok_s=2000.0 + i) for i in range(3)]
     import_bytes(jsonl(*fast))
     fig = figure(client.get(reverse("home")), "trend-figure")

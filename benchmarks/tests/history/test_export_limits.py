@@ -35,7 +35,7 @@ def lines_of(response) -> list[bytes]:
     return b"".join(response.streaming_content).splitlines()
 
 
-def test_a_stranger_exporting_more_requests_than_the_bound_must_log_in(client, user_client, demo_import, settings):
+def test_a_stranger_exporting_more_requests_than_the_bound_must_log_in(client, user_client, investigation, settings):
     settings.KVLAB_ANONYMOUS_EXPORT_REQUESTS = 5  # the demo holds 11
     response = client.get(reverse("export"))
     reason = response.content.decode()
@@ -45,14 +45,14 @@ def test_a_stranger_exporting_more_requests_than_the_bound_must_log_in(client, u
     assert len(lines_of(user_client.get(reverse("export")))) == 11  # a user exports it all
 
 
-def test_a_stranger_exporting_more_runs_than_the_bound_is_refused(client, demo_import, settings):
+def test_a_stranger_exporting_more_runs_than_the_bound_is_refused(client, investigation, settings):
     settings.KVLAB_ANONYMOUS_EXPORT_RUNS = 3  # the demo holds 6
     response = client.get(reverse("export"))
     assert response.status_code == 403 and "This export holds more than 3 runs" in response.content.decode()
     assert len(lines_of(client.get(reverse("export"), {"label": "C2"}))) == 4  # narrowed: within the bound
 
 
-def test_a_single_runs_export_is_bounded_too(client, demo_import, settings):
+def test_a_single_runs_export_is_bounded_too(client, investigation, settings):
     settings.KVLAB_ANONYMOUS_EXPORT_REQUESTS = 2
     run = Run.objects.get(key="c2-x3")  # 3 requests
     assert client.get(reverse("run-export", args=[run.pk])).status_code == 403
@@ -60,7 +60,7 @@ def test_a_single_runs_export_is_bounded_too(client, demo_import, settings):
     assert len(lines_of(client.get(reverse("run-export", args=[run.pk])))) == 3
 
 
-def test_counting_a_strangers_export_reads_no_more_than_the_bound(demo_import):
+def test_counting_a_strangers_export_reads_no_more_than_the_bound(investigation):
     ids = list(Run.objects.values_list("pk", flat=True))
     assert requests_at_most(ids, 4) == 5 and requests_at_most(ids, 100) == RequestResult.objects.count() == 11
     with CaptureQueriesContext(connection) as queries:
@@ -68,7 +68,7 @@ def test_counting_a_strangers_export_reads_no_more_than_the_bound(demo_import):
     assert len(queries) == 1 and "LIMIT 5" in queries[0]["sql"]
 
 
-def test_a_client_streams_at_most_two_exports_at_once(client, demo_import):
+def test_a_client_streams_at_most_two_exports_at_once(client, investigation):
     first, second = client.get(reverse("export")), client.get(reverse("export"))
     assert first.status_code == second.status_code == 200  # both still streaming: nothing read yet
     third = client.get(reverse("export"))
@@ -80,7 +80,7 @@ def test_a_client_streams_at_most_two_exports_at_once(client, demo_import):
     assert client.get(reverse("export")).status_code == 200
 
 
-def test_a_slot_is_freed_when_the_client_goes_away_before_reading(client, demo_import):
+def test_a_slot_is_freed_when_the_client_goes_away_before_reading(client, investigation):
     held = [client.get(reverse("export")) for _ in range(2)]
     assert client.get(reverse("export")).status_code == 429
     request_finished.disconnect(close_old_connections)  # as the test client does: the test's database stays
@@ -103,7 +103,7 @@ time.sleep(30)
 """
 
 
-def test_the_limit_holds_across_processes_and_ends_with_the_holder(client, demo_import, settings):
+def test_the_limit_holds_across_processes_and_ends_with_the_holder(client, investigation, settings):
     """Another web process holding this client's slots (gunicorn runs several) leaves it none here; once
     that process is gone (even killed), its slots are free, with nothing to expire."""
     paths = [slots.slot_file("export", "127.0.0.1", slot) for slot in range(2)]

@@ -1,6 +1,7 @@
 import io
 from datetime import UTC, datetime, timedelta, timezone
 
+import orjson
 import pytest
 from django.db import IntegrityError, connection, transaction
 
@@ -8,6 +9,7 @@ from benchmarks.history import importer, importer_rows, sqlite_batches
 from benchmarks.history.exporter import export_lines
 from benchmarks.models import FileImport, RejectedLine, RequestResult, Run
 from benchmarks.tests.builders import DEMO_PATH, flat, jsonl
+from benchmarks.tests.investigation import investigation_bytes, investigation_lines
 
 pytestmark = pytest.mark.django_db
 
@@ -23,9 +25,17 @@ def snapshot() -> dict:
     return {"runs": runs, "requests": requests}
 
 
-def test_the_demo_file_imports_with_no_rejected_line(demo_import):
-    assert demo_import.status == "imported"
-    assert (demo_import.n_read, demo_import.n_imported, demo_import.n_duplicate, demo_import.n_rejected) == (
+def test_the_demo_file_is_the_investigation():
+    """The demo a new user's `make run` imports tells the story the suite asserts on: the same
+    requests, fields and values, in the same order."""
+    lines = [orjson.loads(line) for line in DEMO_PATH.read_bytes().splitlines()]
+    assert lines == investigation_lines()
+    assert [list(line) for line in lines] == [list(line) for line in investigation_lines()]
+
+
+def test_the_investigation_imports_with_no_rejected_line(investigation):
+    assert investigation.status == "imported"
+    assert (investigation.n_read, investigation.n_imported, investigation.n_duplicate, investigation.n_rejected) == (
         11,
         11,
         0,
@@ -41,7 +51,7 @@ def test_the_demo_file_imports_with_no_rejected_line(demo_import):
     ]
 
 
-def test_the_demo_runs_carry_the_published_figures(demo_import):
+def test_the_investigation_runs_carry_the_published_figures(investigation):
     orig = Run.objects.get(key="orig-x3")
     assert (orig.n_requests, orig.n_ok, orig.ctx_size, orig.parallel, orig.kv_unified) == (3, 0, 16384, 4, True)
     assert orig.effective_wall_s == 246 and orig.effective_wall_source == "derived"
@@ -53,19 +63,19 @@ def test_the_demo_runs_carry_the_published_figures(demo_import):
     assert c3p.tok_s_mean == 25.7 and c3p.throughput_tok_s is None  # output tokens were not published
 
 
-def test_identical_lines_of_a_run_are_separate_requests(demo_import):
+def test_identical_lines_of_a_run_are_separate_requests(investigation):
     assert RequestResult.objects.filter(run__key="orig-x3").count() == 3
     assert list(RequestResult.objects.filter(run__key="orig-x3").values_list("occurrence", flat=True)) == [0, 1, 2]
 
 
-def test_importing_the_same_file_twice_adds_nothing(demo_import, import_bytes):
-    again = import_bytes(DEMO_PATH.read_bytes())
+def test_importing_the_same_file_twice_adds_nothing(investigation, import_bytes):
+    again = import_bytes(investigation_bytes())
     assert again.status == "imported"
     assert (again.n_imported, again.n_duplicate) == (0, 11)
     assert RequestResult.objects.count() == 11 and Run.objects.count() == 6
 
 
-def test_the_database_refuses_a_second_copy_of_a_request(demo_import):
+def test_the_database_refuses_a_second_copy_of_a_request(investigation):
     request = RequestResult.objects.filter(run__key="c2-x3").first()
     request.pk = None
     request.seq = 99
@@ -73,14 +83,14 @@ def test_the_database_refuses_a_second_copy_of_a_request(demo_import):
         request.save()
 
 
-def test_unknown_keys_are_kept_and_exported(demo_import):
+def test_unknown_keys_are_kept_and_exported(investigation):
     request = RequestResult.objects.get(run__key="c2-single")
     assert request.extra == {"note": "post: 9,216 tokens per slot (3 x 3,072)"}
     exported = b"".join(export_lines(Run.objects.filter(key="c2-single")))
     assert b'"extra":{"note":"post: 9,216 tokens per slot (3 x 3,072)"}' in exported
 
 
-def test_export_then_import_into_an_empty_database_reproduces_the_runs(demo_import, import_bytes):
+def test_export_then_import_into_an_empty_database_reproduces_the_runs(investigation, import_bytes):
     before = snapshot()
     exported = b"".join(export_lines(Run.objects.all()))
     Run.objects.all().delete()
@@ -90,7 +100,7 @@ def test_export_then_import_into_an_empty_database_reproduces_the_runs(demo_impo
     assert b"".join(export_lines(Run.objects.all())) == exported
 
 
-def test_reimporting_an_export_over_the_same_runs_adds_nothing(demo_import, import_bytes):
+def test_reimporting_an_export_over_the_same_runs_adds_nothing(investigation, import_bytes):
     exported = b"".join(export_lines(Run.objects.all()))
     result = import_bytes(exported)
     assert (result.n_imported, result.n_duplicate) == (0, 11)

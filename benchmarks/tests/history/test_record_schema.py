@@ -7,6 +7,7 @@ importer applies: these tests keep the two, the exporter and the documentation i
 from __future__ import annotations
 
 import copy
+import io
 import json
 import re
 from pathlib import Path
@@ -22,11 +23,11 @@ from benchmarks.models import FileImport, Run
 from benchmarks.records import canonical
 from benchmarks.records import schema as records
 from benchmarks.records.jsonl import RecordError
+from benchmarks.tests.investigation import FILENAME, investigation_bytes
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA_PATH = ROOT / "docs" / "bench-record.schema.json"
 DOC_PATH = ROOT / "docs" / "record-schema.md"
-DEMO_PATH = ROOT / "data" / "demo" / "bench_results.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +41,8 @@ def validator(schema: dict[str, Any]) -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
-def _import_demo() -> FileImport:
-    with DEMO_PATH.open("rb") as stream:
-        return import_bench_file(stream, filename=DEMO_PATH.name, origin="command")
+def _import_investigation() -> FileImport:
+    return import_bench_file(io.BytesIO(investigation_bytes()), filename=FILENAME, origin="command")
 
 
 def _leaf_paths(node: dict[str, Any], prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
@@ -69,7 +69,7 @@ def _all_properties(node: dict[str, Any], prefix: str = "") -> list[tuple[str, d
 
 @pytest.mark.django_db
 def test_every_exported_record_validates_against_the_json_schema(validator: Draft202012Validator) -> None:
-    assert _import_demo().status == FileImport.Status.IMPORTED
+    assert _import_investigation().status == FileImport.Status.IMPORTED
     lines = list(export_lines(Run.objects.all()))
 
     assert len(lines) == 11
@@ -81,7 +81,7 @@ def test_every_exported_record_validates_against_the_json_schema(validator: Draf
 
 @pytest.mark.django_db
 def test_exported_records_carry_every_key_and_a_boolean_outcome(schema: dict[str, Any]) -> None:
-    _import_demo()
+    _import_investigation()
     v1_paths = set(records.RUN_FIELDS.values()) | set(records.REQUEST_FIELDS.values())
     v2_paths = set(records.RUN_FIELDS_V2_ONLY.values()) | {records.REQUEST_ITL_PATH}
 
@@ -107,7 +107,7 @@ def _leaf_paths_of_value(value: dict[str, Any], prefix: tuple[str, ...]) -> set[
 
 @pytest.mark.django_db
 def test_the_documented_example_line_is_what_the_exporter_writes() -> None:
-    _import_demo()
+    _import_investigation()
     exported = b"".join(export_lines(Run.objects.filter(key="c2-single"))).decode().strip()
 
     assert exported in DOC_PATH.read_text(encoding="utf-8")

@@ -50,7 +50,7 @@ def make_runs(n: int, **fields) -> list[Run]:
     return Run.objects.bulk_create(runs)
 
 
-def test_the_run_list_shows_every_demo_run_with_its_configuration(client, demo_import):
+def test_the_run_list_shows_every_demo_run_with_its_configuration(client, investigation):
     response = client.get(reverse("run-list"))
     html = response.content.decode()
     assert response.status_code == 200
@@ -63,7 +63,7 @@ def test_the_run_list_shows_every_demo_run_with_its_configuration(client, demo_i
     assert "q8_0 / q8_0" in c3p_row and "25.70" in c3p_row and "1 / 1" in c3p_row
 
 
-def test_the_newest_run_comes_first(client, demo_import):
+def test_the_newest_run_comes_first(client, investigation):
     keys = run_keys(client.get(reverse("run-list")).content.decode())
     assert keys[0] == "c3p-queue2" and keys[-1] == "orig-single"
 
@@ -79,7 +79,7 @@ def test_the_newest_run_comes_first(client, demo_import):
         ({"date_from": "2026-09-19"}, set()),
     ],
 )
-def test_filters_narrow_the_list(client, demo_import, query, expected):
+def test_filters_narrow_the_list(client, investigation, query, expected):
     html = client.get(reverse("run-list"), query).content.decode()
     keys = set(run_keys(html))
     assert keys == (expected if expected is not None else set(Run.objects.values_list("key", flat=True)))
@@ -87,7 +87,7 @@ def test_filters_narrow_the_list(client, demo_import, query, expected):
         assert "No runs match these filters" in html
 
 
-def test_sorting_by_tok_s_puts_the_fastest_first_and_a_run_without_figures_sorts_lowest(client, demo_import):
+def test_sorting_by_tok_s_puts_the_fastest_first_and_a_run_without_figures_sorts_lowest(client, investigation):
     # no value is the lowest on both engines (every sort walks an index): last going down, first going up
     keys = run_keys(client.get(reverse("run-list"), {"sort": "-tok_s"}).content.decode())
     assert keys[:2] == ["c3p-queue2", "c3p-single"] and keys[-1] == "orig-x3"
@@ -104,7 +104,7 @@ def test_the_list_is_paginated_on_the_server(client):
     assert "page 3 of 3" in third and "per_page=25&amp;page=2" in third
 
 
-def test_an_htmx_request_gets_only_the_table(client, demo_import):
+def test_an_htmx_request_gets_only_the_table(client, investigation):
     response = client.get(reverse("run-list"), {"label": "C2"}, headers={"HX-Request": "true"})
     html = response.content.decode()
     assert response.status_code == 200
@@ -112,7 +112,7 @@ def test_an_htmx_request_gets_only_the_table(client, demo_import):
     assert set(run_keys(html)) == {"c2-single", "c2-x3"}
 
 
-def test_the_full_page_loads_htmx_from_the_app_itself(client, demo_import):
+def test_the_full_page_loads_htmx_from_the_app_itself(client, investigation):
     html = client.get(reverse("run-list")).content.decode()
     assert '<script src="/static/django_htmx/htmx-2.min.js"' in html
     assert 'hx-push-url="true"' in html
@@ -131,7 +131,7 @@ def test_the_full_page_loads_htmx_from_the_app_itself(client, demo_import):
         ({"per_page": "100000"}, "Select a valid choice"),
     ],
 )
-def test_bad_filter_values_get_a_form_error_not_a_500(client, demo_import, query, message):
+def test_bad_filter_values_get_a_form_error_not_a_500(client, investigation, query, message):
     response = client.get(reverse("run-list"), query)
     assert response.status_code == 400
     assert message in response.content.decode()
@@ -155,7 +155,7 @@ def test_wrong_method_is_refused(client):
     assert client.post(reverse("run-list")).status_code == 405
 
 
-def test_the_list_finds_runs_by_part_of_their_id(client, demo_import):
+def test_the_list_finds_runs_by_part_of_their_id(client, investigation):
     keys = run_keys(client.get(reverse("run-list"), {"run": "x3"}).content.decode())
     assert sorted(keys) == ["c2-x3", "orig-x3"]
 

@@ -7,7 +7,8 @@ from django.test import Client
 from django.urls import reverse
 
 from benchmarks.models import FileImport, RequestResult, Run
-from benchmarks.tests.builders import DEMO_PATH, flat, jsonl
+from benchmarks.tests.builders import flat, jsonl
+from benchmarks.tests.investigation import FILENAME, investigation_bytes
 from kvlab.uploads import SizeLimitUploadHandler
 
 pytestmark = pytest.mark.django_db
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db
 # --- run detail -----------------------------------------------------------------
 
 
-def test_a_run_page_shows_its_configuration_requests_and_metrics(client, demo_import):
+def test_a_run_page_shows_its_configuration_requests_and_metrics(client, investigation):
     run = Run.objects.get(key="orig-x3")
     html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     assert html.count("Context size has been exceeded.") == 3
@@ -30,7 +31,7 @@ def test_a_run_page_shows_its_configuration_requests_and_metrics(client, demo_im
     assert "<dt>parallel (-np)</dt><dd>4</dd>" in html
 
 
-def test_a_run_page_shows_speed_metrics_and_kept_fields(client, demo_import):
+def test_a_run_page_shows_speed_metrics_and_kept_fields(client, investigation):
     c2 = Run.objects.get(key="c2-x3")
     html = client.get(reverse("run-detail", args=[c2.pk])).content.decode()
     assert "3 / 3 (100%)" in html and "2.15 – 2.15 tok/s" in html and "615.0 s" in html
@@ -43,7 +44,7 @@ def test_an_unknown_run_is_404(client, db):
     assert client.get(reverse("run-detail", args=[999])).status_code == 404
 
 
-def test_the_run_page_refuses_post(client, demo_import):
+def test_the_run_page_refuses_post(client, investigation):
     run = Run.objects.first()
     assert client.post(reverse("run-detail", args=[run.pk])).status_code == 405
 
@@ -51,7 +52,7 @@ def test_the_run_page_refuses_post(client, demo_import):
 # --- compare --------------------------------------------------------------------
 
 
-def test_comparing_original_c2_and_c3p_highlights_what_differs(client, demo_import):
+def test_comparing_original_c2_and_c3p_highlights_what_differs(client, investigation):
     ids = [Run.objects.get(key=k).pk for k in ("orig-x3", "c2-x3", "c3p-queue2")]
     response = client.get(reverse("run-compare"), {"run": ids})
     html = response.content.decode()
@@ -66,13 +67,13 @@ def test_comparing_original_c2_and_c3p_highlights_what_differs(client, demo_impo
 
 
 @pytest.mark.parametrize("query", [{}, {"run": ["1"]}, {"run": ["x", "y"]}])
-def test_comparing_fewer_than_two_runs_is_a_form_error(client, demo_import, query):
+def test_comparing_fewer_than_two_runs_is_a_form_error(client, investigation, query):
     response = client.get(reverse("run-compare"), query)
     assert response.status_code == 400
     assert "Select" in response.content.decode()
 
 
-def test_comparing_an_unknown_run_is_404(client, demo_import):
+def test_comparing_an_unknown_run_is_404(client, investigation):
     response = client.get(reverse("run-compare"), {"run": [Run.objects.first().pk, 987654]})
     assert response.status_code == 404 and "987654" in response.content.decode()
 
@@ -101,7 +102,7 @@ def test_a_logged_in_user_imports_a_file_with_the_csrf_token(csrf_client, user):
     form = csrf_client.get(reverse("import-upload"))
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.content.decode()).group(1)
     response = csrf_client.post(
-        reverse("import-upload"), {"file": upload(DEMO_PATH.read_bytes()), "csrfmiddlewaretoken": token}
+        reverse("import-upload"), {"file": upload(investigation_bytes()), "csrfmiddlewaretoken": token}
     )
     file_import = FileImport.objects.get()
     assert response.status_code == 302 and response.url == reverse("import-detail", args=[file_import.pk])
@@ -146,10 +147,10 @@ def test_the_upload_page_refuses_put(user_client):
     assert user_client.put(reverse("import-upload")).status_code == 405
 
 
-def test_the_import_pages_show_the_counts(client, demo_import):
+def test_the_import_pages_show_the_counts(client, investigation):
     html = client.get(reverse("import-list")).content.decode()
-    assert "bench_results.jsonl" in html and "<td>Demo</td>" in html
-    html = client.get(reverse("import-detail", args=[demo_import.pk])).content.decode()
+    assert FILENAME in html and "<td>command line</td>" in html
+    html = client.get(reverse("import-detail", args=[investigation.pk])).content.decode()
     assert "<dt>read</dt><dd>11</dd>" in html and "<dt>runs</dt><dd>6</dd>" in html
     assert client.get(reverse("import-detail", args=[999])).status_code == 404
 
@@ -157,7 +158,7 @@ def test_the_import_pages_show_the_counts(client, demo_import):
 # --- export ---------------------------------------------------------------------
 
 
-def test_the_export_download_writes_canonical_jsonl_of_the_filtered_runs(client, demo_import):
+def test_the_export_download_writes_canonical_jsonl_of_the_filtered_runs(client, investigation):
     response = client.get(reverse("export"), {"label": "C2"})
     body = b"".join(response.streaming_content)
     assert response.status_code == 200
@@ -167,20 +168,20 @@ def test_the_export_download_writes_canonical_jsonl_of_the_filtered_runs(client,
     assert {b'"id":"c2-single"' in line or b'"id":"c2-x3"' in line for line in lines} == {True}
 
 
-def test_the_export_download_reimports_to_the_same_runs(client, demo_import, import_bytes):
+def test_the_export_download_reimports_to_the_same_runs(client, investigation, import_bytes):
     body = b"".join(client.get(reverse("export")).streaming_content)
     RequestResult.objects.all().delete()
     Run.objects.all().delete()
     assert import_bytes(body).n_imported == 11 and Run.objects.count() == 6
 
 
-def test_pages_never_load_anything_from_a_cdn(client, demo_import):
+def test_pages_never_load_anything_from_a_cdn(client, investigation):
     for name in ("run-list", "import-list"):
         html = Client().get(reverse(name)).content.decode()
         assert not re.search(r"(src|href)=\"(https?:)?//", html)
 
 
-def test_a_run_page_exports_that_run(client, demo_import):
+def test_a_run_page_exports_that_run(client, investigation):
     run = Run.objects.get(key="c2-x3")
     html = client.get(reverse("run-detail", args=[run.pk])).content.decode()
     link = re.search(r'href="(/runs/\d+/export\.jsonl)"', html).group(1)

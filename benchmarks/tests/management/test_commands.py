@@ -51,7 +51,7 @@ def test_import_bench_names_a_missing_file(tmp_path):
         run_command("import_bench", str(tmp_path / "nope.jsonl"))
 
 
-def test_export_bench_writes_a_file_that_reimports_to_the_same_runs(tmp_path, demo_import):
+def test_export_bench_writes_a_file_that_reimports_to_the_same_runs(tmp_path, investigation):
     target = tmp_path / "out.jsonl"
     _, err = run_command("export_bench", "--out", str(target))
     assert "wrote 11 records of 6 runs" in err
@@ -61,7 +61,7 @@ def test_export_bench_writes_a_file_that_reimports_to_the_same_runs(tmp_path, de
     assert "imported 11" in out and Run.objects.count() == 6
 
 
-def test_export_bench_can_select_runs(tmp_path, demo_import):
+def test_export_bench_can_select_runs(tmp_path, investigation):
     target = tmp_path / "c2.jsonl"
     run_command("export_bench", "--out", str(target), "--run", "c2-x3")
     assert len(target.read_bytes().splitlines()) == 3

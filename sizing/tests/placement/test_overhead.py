@@ -1,7 +1,8 @@
 """VRAM as nvidia-smi shows it (sizing.placement.overhead), against the investigation's reading.
 
 C3P: Devstral Small 2 24B Q4_K_M, one q8_0 slot of 12,288 cells, flash attention, on an RTX 5060 Ti 16 GB:
-nvidia-smi showed 15,097 of 16,311 MiB in use (data/demo/bench_results.jsonl, `vram_used_mib`).
+nvidia-smi showed 15,097 of 16,311 MiB in use (`vram_used_mib`, benchmarks/tests/investigation.py, as in
+the demo data).
 
 | | MiB |
 |---|---|
@@ -22,11 +23,9 @@ difference from the CPU formula; the investigation does not say whether a deskto
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from benchmarks.tests.builders import DEMO_PATH
+from benchmarks.tests.investigation import investigation_run
 from sizing import catalogue
 from sizing.hparams import model_params
 from sizing.kv import ServerFlags, kv_layout
@@ -45,11 +44,7 @@ CC_5060_TI = 12.0
 
 
 def c3p() -> dict[str, object]:
-    for line in DEMO_PATH.read_text().splitlines():
-        record = json.loads(line)
-        if record["run"] == "c3p-single":
-            return record
-    raise AssertionError("c3p-single is not in the demo data")
+    return investigation_run("c3p-single")[0]
 
 
 def test_the_investigations_vram_reading_beside_kvlabs_count_and_overhead() -> None:

@@ -1,8 +1,9 @@
 """The decode speed estimate beside the investigation's measurements (sizing.placement.speed).
 
 RTX 5060 Ti 16 GB (448 GB/s, catalogue), Devstral Small 2 24B Q4_K_M, 4,362 prompt + 1,738 output tokens,
-all read from data/demo/bench_results.jsonl (the investigation's published figures). What the first-principles
-estimate gives, and how far it is from each measurement, is pinned here and stated in docs/sizing.md:
+all from the investigation's published figures (benchmarks/tests/investigation.py, as in the demo data).
+What the first-principles estimate gives, and how far it is from each measurement, is pinned here and stated
+in docs/sizing.md:
 
 | run | measured tok/s | kvlab's estimate | measured / estimate |
 |---|---|---|---|
@@ -19,13 +20,12 @@ are checked below, in and out of sample.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from typing import Any
 
 import pytest
 
-from benchmarks.tests.builders import DEMO_PATH
+from benchmarks.tests.investigation import investigation_lines
 from sizing import catalogue
 from sizing.hparams import model_params
 from sizing.kv import ServerFlags, kv_layout
@@ -41,10 +41,8 @@ CUDA0 = Device("CUDA0", GPU.name, GPU.memory_mib * 1024 * 1024, 0, GPU.bandwidth
 
 def runs() -> dict[str, list[dict[str, Any]]]:
     by_run: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for line in DEMO_PATH.read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            by_run[record["run"]].append(record)
+    for record in investigation_lines():
+        by_run[record["run"]].append(record)
     return by_run
 
 
