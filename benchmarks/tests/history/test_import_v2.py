@@ -286,16 +286,6 @@ def test_a_summary_without_counts_is_stored_with_its_counts_not_reported() -> No
     assert not runs.filter(WITH_FAILURES_Q).exists()
 
 
-def test_the_run_lists_outcome_filter_offers_counts_not_reported(client: Any) -> None:
-    load(jsonl(_without_counts()))
-    run = Run.objects.get()
-    page = client.get("/runs/", {"outcome": "unknown"}).content.decode()
-    assert '<option value="unknown" selected>counts not reported</option>' in page
-    assert f"/runs/{run.pk}/" in page
-    ok_page = client.get("/runs/", {"outcome": "ok"}).content.decode()
-    assert f"/runs/{run.pk}/" not in ok_page
-
-
 def test_a_summary_with_counts_fills_in_a_stored_summary_without_them() -> None:
     load(jsonl(_without_counts()))
     again = load(jsonl(_without_counts()))

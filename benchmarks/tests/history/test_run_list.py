@@ -368,3 +368,33 @@ def test_the_export_link_carries_the_filters_and_exports_summary_only_runs_as_kv
     lines = [orjson.loads(line) for line in b"".join(response.streaming_content).splitlines()]
     assert [(line["schema"], line["run"]["id"]) for line in lines] == [(SCHEMA_V2, "vllm-c16")]
     assert lines[0]["summary"]["n_requests"] == 100 and lines[0]["summary"]["ttft_ms"]["p95"] == 250.0
+
+
+def test_the_outcome_filter_offers_counts_not_reported(client) -> None:
+    load(jsonl(summary_record(v2_run("vllm-1"), n_requests=..., n_ok=..., n_failed=...)))
+    run = Run.objects.get()
+    page = client.get("/runs/", {"outcome": "unknown"}).content.decode()
+    assert '<option value="unknown" selected>counts not reported</option>' in page
+    assert f"/runs/{run.pk}/" in page
+    ok_page = client.get("/runs/", {"outcome": "ok"}).content.decode()
+    assert f"/runs/{run.pk}/" not in ok_page
+
+
+@pytest.mark.parametrize("n", [2, 6])
+def test_the_list_costs_the_same_queries_for_few_or_many_tool_runs(client, django_assert_num_queries, n) -> None:
+    for i in range(n):
+        vllm_run(f"vllm-{i}")
+    for i in range(n):
+        guidellm_point(f"guide-{i}")
+    kvlab_job()
+
+    # the choices of the five value boxes (the newest run, and their count: the cache is cold); count;
+    # the page; which summary runs store requests
+    with django_assert_num_queries(5):
+        html = page(client, "run-list")
+    assert html.count(">summary only<") == n and html.count(">sampled<") == n
+    # filtered by tool and engine: the two values checked, the choices (the newest run: counted above),
+    # count, page, rows stored
+    with django_assert_num_queries(6):
+        html = page(client, "run-list", tool="guidellm", engine="vllm")
+    assert html.count(">sampled<") == n and ">summary only<" not in html
