@@ -91,34 +91,42 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
         count_up_to=MAX_COUNTED,
         unfiled_up_to=MAX_QUEUED_ON_VIEW,
     )
-    n_pending, pending_since = derived.pending()  # a large import's runs, counted by the worker just after
-    queued = 0
-    if n_unfiled and not n_pending:  # a bulk fill's runs: the worker files them, the page says it is catching up
-        queued = _queue_unfiled()
-        n_pending, pending_since = derived.pending()
     found = [
         regression(row, catalogue.METRICS[row["metric"]], row["compared"])
         for row in _grouped(rows, grouping, request.user)
     ]
     context.update(
+        _backlog(n_unfiled),
         found=found,
         n_found=min(n_found, MAX_COUNTED),
         found_capped=n_found > MAX_COUNTED,
         max_shown=MAX_REGRESSIONS_SHOWN,
         grouping=grouping,
         grouping_label=catalogue.GROUPINGS[grouping][0],
-        queued=queued,
-        # what the worker is counting: a bulk fill's runs this page queued, or an import's
-        catching_up=bool(queued) or (n_pending > 0 and _queued_by_a_view()),
-        unfiled_capped=n_unfiled > MAX_QUEUED_ON_VIEW,
-        max_queued=MAX_QUEUED_ON_VIEW,
-        derived_pending=n_pending,
-        derived_pending_since=pending_since,
-        derived_what="the comparisons",
     )
     if not found:
         context.update(_series_looked_at(family, grouping, request.user))
     return render_chart(request, "charts/regressions.html", context)
+
+
+def _backlog(n_unfiled: int) -> dict[str, Any]:
+    """What the worker has still to compare, for the page to say: a large import's runs (counted by the
+    worker just after it), or a bulk fill's, which this view queues for the worker to file."""
+    n_pending, pending_since = derived.pending()
+    queued = 0
+    if n_unfiled and not n_pending:
+        queued = _queue_unfiled()
+        n_pending, pending_since = derived.pending()
+    return {
+        "queued": queued,
+        # what the worker is counting: a bulk fill's runs this page queued, or an import's
+        "catching_up": bool(queued) or (n_pending > 0 and _queued_by_a_view()),
+        "unfiled_capped": n_unfiled > MAX_QUEUED_ON_VIEW,
+        "max_queued": MAX_QUEUED_ON_VIEW,
+        "derived_pending": n_pending,
+        "derived_pending_since": pending_since,
+        "derived_what": "the comparisons",
+    }
 
 
 def _queue_unfiled() -> int:
