@@ -51,6 +51,39 @@ def catalogue_id_for(model_name: str) -> str:
     return max(matches, key=len) if matches else ""
 
 
+# Words a GPU's name may carry or lack: nvidia-smi says "NVIDIA GeForce RTX 5060 Ti", a lab script "RTX 5060 Ti 16GB".
+_VENDOR_WORDS = re.compile(r"nvidia|geforce|amd|radeon")
+# Two GPUs whose names differ by a variant's suffix (the RTX 4070 Ti and the 4070 Ti SUPER) are told apart
+# by their memory: a prefix of the catalogue's name is the entry only where the memory agrees this closely.
+_MEMORY_AGREES = 0.02
+
+
+def catalogue_gpu_for(gpu_name: str, vram_total_mib: int | None) -> str:
+    """The catalogue entry a run's GPU is: the same name (vendor words aside), or a shorter form of one
+    whose memory matches the run's total, the nearest where two do; "" where none is, or two equally."""
+    wanted = _VENDOR_WORDS.sub("", _normalized(gpu_name))
+    if not wanted:
+        return ""
+    named = {g.id: _VENDOR_WORDS.sub("", _normalized(g.name)) for g in catalogue.gpus().values()}
+    exact = [gpu_id for gpu_id, name in named.items() if name == wanted]
+    if len(exact) == 1:
+        return exact[0]
+    if not vram_total_mib:
+        return ""
+    gpus = catalogue.gpus()
+    close = [
+        gpu_id
+        for gpu_id, name in named.items()
+        if (name.startswith(wanted) or wanted.startswith(name))
+        and abs(gpus[gpu_id].memory_mib - vram_total_mib) <= _MEMORY_AGREES * vram_total_mib
+    ]
+    distance = {gpu_id: abs(gpus[gpu_id].memory_mib - vram_total_mib) for gpu_id in close}
+    nearest = sorted(close, key=distance.__getitem__)
+    if not nearest or (len(nearest) > 1 and distance[nearest[0]] == distance[nearest[1]]):
+        return ""
+    return nearest[0]  # of two variants named alike (H100 SXM and PCIe), the one whose memory the run measured
+
+
 class RunSizingForm(SizingForm):
     """The sizing form that reads `run` (use the measured prompts of run #) from the history."""
 

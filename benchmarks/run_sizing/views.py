@@ -23,7 +23,7 @@ from sizing.render import text_report
 from sizing.report import as_json
 
 from .history import calibration, history, measured_speed, record_check
-from .runs import RunSizingForm, catalogue_id_for, flags_from_run
+from .runs import RunSizingForm, catalogue_gpu_for, catalogue_id_for, flags_from_run
 
 
 @require_GET
@@ -102,6 +102,9 @@ def explain_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     query.update(type_k=flags.type_k, type_v=flags.type_v, flash_attn=flags.flash_attn)
     if not flags.kv_offload:
         query["no_kv_offload"] = "on"
+    gpu_id = catalogue_gpu_for(run.gpu, run.vram_total_mib)
+    if gpu_id:
+        query["gpu"] = gpu_id  # its bandwidth and SMs, for the speed and what nvidia-smi shows
     if run.vram_total_mib:
         query["gpu_mib"] = run.vram_total_mib
     return redirect(f"{reverse('sizing')}?{urlencode(query)}")

@@ -177,6 +177,10 @@ def test_explaining_c2_x3_says_the_record_and_the_prediction_disagree(tab: Tab, 
         record = page.locator("#results .record")
         expect(record).to_contain_text("The record and the prediction disagree: the run measured 3/3 ok")
         expect(record).to_contain_text("with -c 27,648 (3 × 9,216) each slot has 9,216 cells")
+        # the run's RTX 5060 Ti is the catalogue's, so the page knows its bandwidth and gives a speed
+        expect(page.locator("select[name=gpu]").first).to_have_value("rtx-5060-ti-16gb")
+        expect(page.locator("#results")).to_contain_text("Bandwidths: CUDA0 448 GB/s")
+        expect(page.locator("#results .needs", has_text="Unknown:")).to_have_count(0)
 
     tab.do(explain)
     tab.screenshot("sizing-explain-c2-x3")

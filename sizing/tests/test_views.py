@@ -1,4 +1,5 @@
 import re
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -199,4 +200,16 @@ def test_an_invalid_gpu_row_is_shown_as_typed_beside_its_error(client):
 def test_an_explained_runs_gpu_memory_link_still_sizes_on_one_gpu(client, investigation):
     run = Run.objects.get(key="c3p-single")
     page = text(client.get(client.get(reverse("sizing-explain-run", args=[run.pk])).url))
-    assert "What llama-server will do on this GPU" in page and "CUDA0 <small>a GPU of 16,311 MiB</small>" in page
+    assert "What llama-server will do on this GPU" in page and "CUDA0 <small>GeForce RTX 5060 Ti 16GB</small>" in page
+
+
+def test_explaining_a_run_picks_its_gpu_from_the_catalogue_for_the_speed(client, investigation):
+    run = Run.objects.get(key="c3p-single")
+    url = client.get(reverse("sizing-explain-run", args=[run.pk])).url
+    assert parse_qs(urlsplit(url).query)["gpu"] == ["rtx-5060-ti-16gb"]
+    assert parse_qs(urlsplit(url).query)["gpu_mib"] == ["16311"]  # the run's own reading still counts
+    response = client.get(url)
+    assert '<option value="rtx-5060-ti-16gb" selected>' in response.content.decode()
+    page = text(response)
+    assert "<strong>31.1 tok/s</strong> per request" in page and "CUDA0 448.0 GB/s" in page
+    assert "Unknown:" not in page
