@@ -83,7 +83,8 @@ def text_report(s: Sizing, *, measured: dict[str, Any] | None = None) -> str:
             None: "cannot judge the fit without the weights (KV and compute buffers only)",
         }[plan.fits]
         lines.append(
-            f"GPU: {mib(plan.gpu_total)} of {mib(plan.gpu_bytes)} with a {mib(plan.margin_bytes)} margin: {verdict}"
+            f"GPU, kvlab's plain sum (every weight + KV + compute, before llama.cpp places them): "
+            f"{mib(plan.gpu_total)} of {mib(plan.gpu_bytes)} with a {mib(plan.margin_bytes)} margin: {verdict}"
         )
     if s.prediction:
         lines.append(f"workload: {s.prediction.message}")
@@ -421,7 +422,8 @@ def server_text(view: dict[str, Any]) -> list[str]:
     lines.extend(f"note: {note}" for note in view.get("tensor_notes", ()))
     if view["devices"]:
         lines.append(
-            "memory as llama.cpp counts it (weights / KV / compute = total; free before → after; --fit target):"
+            "memory as llama.cpp counts it, the figures of llama-server's memory breakdown in its log "
+            "(weights / KV / compute = total; free before → after; --fit target):"
         )
     for r in view["devices"]:
         where = f"{r['name']} ({r['description']})"
@@ -454,7 +456,10 @@ def server_text(view: dict[str, Any]) -> list[str]:
         if r["smi_low"] is not None:
             shown = mib(r["smi_low"]) if r["smi_low"] == r["smi_high"] else f"{mib(r['smi_low'])}–{mib(r['smi_high'])}"
             unknown = f" + {', '.join(r['outside_unknown'])} (unknown)" if r["outside_unknown"] else ""
-            lines.append(f"    as nvidia-smi would show: {shown}{unknown} of {_m(r['total'])}")
+            lines.append(
+                f"    as nvidia-smi would show: {shown}{unknown} of {_m(r['total'])}"
+                " (compare with its memory.used while the server runs)"
+            )
     speed = view["speed"]
     if speed is not None:
         if speed["tok_s"] is None:

@@ -288,3 +288,24 @@ def test_a_spec_file_is_read_as_the_pages_pasted_metadata_and_no_further(tmp_pat
     empty.write_text("")
     with pytest.raises(CommandError, match="--spec: Give the model's GGUF metadata as a JSON object."):
         kvsize("--spec", str(empty))
+
+
+def test_the_three_gpu_figures_say_what_each_is_to_be_compared_with():
+    out = kvsize(
+        "--model", "devstral-small-2-24b", "--quant", "Q4_K_M", "--gpu", "rtx-5060-ti-16gb",
+        "-c", "12288", "-np", "1", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on",
+    )  # fmt: skip
+    lines = out.splitlines()
+    plain = next(line for line in lines if line.startswith("GPU"))
+    assert plain == (
+        "GPU, kvlab's plain sum (every weight + KV + compute, before llama.cpp places them): "
+        "15,000.38 MiB of 16,311.00 MiB with a 512.00 MiB margin: fits"
+    )
+    counted = lines.index(next(line for line in lines if line.startswith("memory as llama.cpp counts it")))
+    assert "the figures of llama-server's memory breakdown in its log" in lines[counted]
+    assert "14,640.38 MiB" in lines[counted + 1]
+    smi = next(line for line in lines if "as nvidia-smi would show" in line)
+    assert smi.strip() == (
+        "as nvidia-smi would show: 14,770.18 MiB–14,802.18 MiB of 16,311.00 MiB"
+        " (compare with its memory.used while the server runs)"
+    )
