@@ -51,7 +51,11 @@ class Command(BaseCommand):
             action="store_true",
             help="skip an input whose exact content was imported before (used for the demo data)",
         )
-        parser.add_argument("--demo", action="store_true", help=FileImport.Origin.DEMO.label + " import")
+        parser.add_argument(
+            "--demo",
+            action="store_true",
+            help="record the files as the demo data: their origin on /imports/ reads Demo (as make run imports it)",
+        )
         parser.add_argument("--format", help="read every input as this format (default: detected from the content)")
         parser.add_argument("--gpu", default="", help="the GPU, for runs whose file does not say it")
         parser.add_argument("--engine", default="", help="the serving engine (llama.cpp, vllm, sglang, …)")

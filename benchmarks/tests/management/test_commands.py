@@ -8,6 +8,7 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from benchmarks.management.commands.import_bench import Command as ImportBench
 from benchmarks.models import FileImport, RequestResult, Run
 from benchmarks.tests.builders import DEMO_PATH, announced_host, flat, jsonl
 
@@ -44,6 +45,14 @@ def test_import_bench_if_new_skips_a_file_imported_before():
     out, _ = run_command("import_bench", "--if-new", "--demo", str(DEMO_PATH))
     assert "imported before, skipped" in out
     assert FileImport.objects.count() == 1 and FileImport.objects.get().origin == "demo"
+
+
+def test_import_bench_demo_says_what_it_does_in_its_help():
+    parser = ImportBench().create_parser("manage.py", "import_bench")
+    (demo,) = [action for action in parser._actions if "--demo" in action.option_strings]
+    assert demo.help == (
+        "record the files as the demo data: their origin on /imports/ reads Demo (as make run imports it)"
+    )
 
 
 def test_import_bench_names_a_missing_file(tmp_path):
