@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -13,7 +12,6 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -27,7 +25,8 @@ from .client.target import TargetRefused, resolve_target
 from .datasets import MAX_DATASET_BYTES, length_distribution
 from .forms import MAX_PROMPT_FILE_BYTES, JobForm, ServerForm
 from .lifecycle import prompt_stats, submit_job, worker_available
-from .pool import job_warning, server_pool
+from .pool import server_pool
+from .preflight import pool_warning, sizing_url, warning_for
 
 
 @login_required
@@ -119,7 +118,7 @@ def job_new(request: HtmxHttpRequest) -> HttpResponse:
     if "measure" in request.POST:
         return _measure(request, form, server)
     if not form.cleaned_data["run_anyway"]:
-        context["warning"] = _pool_warning(form, server)
+        context["warning"] = pool_warning(form.params(), server)
         if context["warning"]:  # nothing submitted: the user reads what will happen, then decides
             return render(request, "benchmarks/job_form.html", context)
     problem = worker_available()
@@ -157,62 +156,13 @@ def _measure(request: HtmxHttpRequest, form: JobForm, server: Server) -> HttpRes
     stats = prompt_stats(counts)
     context["measured"] = {
         **stats._asdict(),
-        "sizing_url": _sizing_url(server, stats.p95, params),
+        "sizing_url": sizing_url(server, stats.p95, params),
         "distribution": length_distribution(counts),
         "dataset": params.get("dataset"),
     }
     longest_sent = max(counts[: int(params["requests"])])  # request i sends prompt i modulo their number
-    context["warning"] = _warning_for(server, longest_sent, "the longest prompt the job sends, measured", params)
+    context["warning"] = warning_for(server, longest_sent, "the longest prompt the job sends, measured", params)
     return render(request, "benchmarks/job_form.html", context)
-
-
-def _prompts_sent(params: dict[str, Any]) -> list[str]:
-    """The prompts the job will send: request i sends prompt i modulo their number."""
-    prompts: list[str] = params["prompts"]
-    return prompts[: int(params["requests"])]
-
-
-def _sizing_url(server: Server, prompt_tokens: int, params: dict[str, Any]) -> str:
-    """The sizing page for this server's command line and this workload (the sizing form's own fields)."""
-    workload = {
-        "prompt_tokens": prompt_tokens,
-        "output_tokens": params["n_predict"],
-        "concurrency": params["concurrency"],
-        "command": server.launch_command,
-    }
-    return reverse("sizing") + "?" + urlencode({k: v for k, v in workload.items() if v not in ("", None)})
-
-
-def _pool_warning(form: JobForm, server: Server) -> dict[str, object] | None:
-    """What the job will run into on this server's pool, before it is submitted (None: nothing known to fear)."""
-    params = form.params()
-    if server_pool(server.launch_command, server.last_probe) is None:
-        return None
-    if "prompt_tokens" in params:
-        return _warning_for(server, params["prompt_tokens"], "the synthetic prompt", params)
-    try:  # the prompts' real length, as the server will count them
-        counts = tokenize(resolve_target(server.base_url), _prompts_sent(params), server.api_key, timeout_s=15)
-    except (TargetRefused, ProbeError, OSError, TimeoutError):
-        return None  # cannot be measured now: the job itself will say what the server does
-    return _warning_for(server, max(counts), "the longest prompt, measured on the server", params)
-
-
-def _warning_for(
-    server: Server, prompt_tokens: int, prompt_source: str, params: dict[str, Any]
-) -> dict[str, object] | None:
-    pool = server_pool(server.launch_command, server.last_probe)
-    if pool is None:
-        return None
-    warning = job_warning(pool, prompt_tokens, int(params["n_predict"]), int(params["concurrency"]))
-    if warning is None:
-        return None
-    return {
-        "warning": warning,
-        "pool": pool,
-        "prompt_tokens": prompt_tokens,
-        "prompt_source": prompt_source,
-        "sizing_url": _sizing_url(server, prompt_tokens, params),
-    }
 
 
 # What the job list shows of a job (STYLE 16: never its params, whose prompts may be megabytes).

@@ -16,6 +16,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from benchmarks.jobs.datasets import MAX_DATASET_BYTES
 from benchmarks.jobs.forms import MAX_PROMPT_FILE_BYTES, CommandJobForm
 from benchmarks.jobs.lifecycle import submit_job, worker_available
+from benchmarks.jobs.pool import JobWarning, Pool
+from benchmarks.jobs.preflight import pool_warning
 from benchmarks.models import Job, RequestResult, Server
 from benchmarks.records.outcomes import LABELS, outcome_of
 
@@ -55,8 +57,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--allow-failures",
             action="store_true",
-            help="with --wait, exit 0 although requests failed (to reproduce a failure on purpose); "
-            "a job that could not run still exits non-zero",
+            help="submit a job the server's pool is predicted to fail, and with --wait exit 0 although requests "
+            "failed (to reproduce a failure on purpose); a job that could not run still exits non-zero",
         )
 
     def handle(self, *args: Any, **o: Any) -> None:
@@ -65,6 +67,7 @@ class Command(BaseCommand):
             raise CommandError(form_errors(form, {"timeout_s": "timeout", "dataset_file": "dataset"}))
         target = form.cleaned_data["server"]
         server = target if isinstance(target, Server) else None
+        self._guard(server, form.params(), allow=o["allow_failures"])
         problem = worker_available()
         if problem:
             raise CommandError(f"nothing was submitted: {problem}")
@@ -85,6 +88,23 @@ class Command(BaseCommand):
                 f"job {job.pk} completed, but {failed} of {summary['total']} requests failed "
                 f"({summary['found_label']}); --allow-failures keeps exit status 0"
             )
+
+    def _guard(self, server: Server | None, params: dict[str, Any], *, allow: bool) -> None:
+        """The web form's warning, before anything is submitted: what the registered server's pool will do
+        to these requests. Refused unless --allow-failures (to reproduce the failure), then said on stderr."""
+        found = pool_warning(params, server) if server is not None else None
+        if found is None:
+            return
+        warning = found["warning"]
+        assert isinstance(warning, JobWarning) and isinstance(found["pool"], Pool)
+        heading = "this job will not run as asked" if warning.certain else "this job may fail"
+        text = (
+            f"{heading}: {found['pool'].describe()}; {found['prompt_source']} has {found['prompt_tokens']:,} tokens. "
+            f"{warning.message} Size it: {found['sizing_url']}"
+        )
+        if not allow:
+            raise CommandError(f"nothing was submitted: {text} --allow-failures runs it as it is")
+        self.stderr.write(f"warning: {text}")
 
     def _form(self, o: dict[str, Any]) -> CommandJobForm:
         """The options as the web form's fields; the same form validates them."""

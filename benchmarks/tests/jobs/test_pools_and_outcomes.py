@@ -155,6 +155,31 @@ def test_without_a_launch_command_the_warning_says_it_depends_on_the_pool(user_c
     assert "/props cannot tell" in page and not Job.objects.exists()
 
 
+def test_bench_refuses_what_the_form_warns_about_unless_told_to_reproduce_it(monkeypatch):
+    make_server("auto", "llama-server -c 1024", SHARED)
+    submitted = []
+    monkeypatch.setattr(bench_command, "worker_available", lambda: "")
+    monkeypatch.setattr(bench_command, "submit_job", lambda **kwargs: submitted.append(kwargs) or Job(pk=7))
+    args = ["--server", "auto", "--prompt-tokens", "300", "--n-predict", "300", "--concurrency", "3", "--requests", "3"]
+    with pytest.raises(CommandError) as refused:
+        call_command("bench", *args, stdout=StringIO(), stderr=StringIO())
+    message = str(refused.value)
+    assert message.startswith("nothing was submitted: this job will not run as asked: 4 slots sharing one pool")
+    assert "the synthetic prompt has 300 tokens" in message
+    assert "3 concurrent requests of 300 + 300 tokens need 1,800 cells; the unified pool has 1,024" in message
+    assert "Size it: /sizing/?prompt_tokens=300&output_tokens=300&concurrency=3&command=llama-server+-c+1024" in message
+    assert message.endswith("--allow-failures runs it as it is") and submitted == []
+    # told to reproduce the failure: the same warning on stderr, and the job submitted as asked
+    out, err = StringIO(), StringIO()
+    call_command("bench", *args, "--allow-failures", stdout=out, stderr=err)
+    assert err.getvalue().startswith("warning: this job will not run as asked: 4 slots sharing one pool")
+    assert len(submitted) == 1 and submitted[0]["params"]["concurrency"] == 3
+    # what the pool holds runs without a word
+    err = StringIO()
+    call_command("bench", *args[:-4], "--concurrency", "1", "--requests", "1", stdout=StringIO(), stderr=err)
+    assert err.getvalue() == "" and len(submitted) == 2
+
+
 def test_the_run_anyway_box_is_shown_only_with_a_warning(user_client):
     server = make_server("auto", "llama-server -c 1024", SHARED)
     assert "run_anyway" not in user_client.get(reverse("job-new") + f"?server={server.pk}").content.decode()
