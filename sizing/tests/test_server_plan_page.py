@@ -48,7 +48,9 @@ def page(client: Any, query: dict[str, Any] | str) -> str:
 def test_without_c_the_page_names_the_context_the_fit_chooses(client):
     body = page(client, DEVSTRAL)
     assert "You typed no -c; llama-server will run with -c 10,496" in body
-    assert "`-c` unset → 10,496: the largest context that leaves 1,024 MiB free on CUDA0" in body
+    # the fit's changes name the flags as code, never with Markdown's backticks
+    assert "<li><code>-c</code> unset → 10,496: the largest context that leaves 1,024 MiB free on CUDA0</li>" in body
+    assert "`" not in body.split('<ul class="fit-changes">')[1].split("</ul>")[0]
     assert "llama-server -m devstral-small-2-24b-Q4_K_M.gguf -c 10496</code>" in body  # the effective command
     assert "What llama-server will do on this GPU" in body
     # the per-device table: llama.cpp's count on the GPU and in system RAM, free before and after, the target
@@ -68,7 +70,7 @@ def test_without_c_the_page_names_the_context_the_fit_chooses(client):
 
 def test_c_16384_with_one_slot_keeps_four_layers_in_system_ram(client):
     body = page(client, {**DEVSTRAL, "ctx_size": 16384, "parallel": 1})
-    assert "`-ngl` auto → 37: 4 of 41 layers in system RAM" in body
+    assert "<li><code>-ngl</code> auto → 37: 4 of 41 layers in system RAM</li>" in body
     assert "You typed no -ngl; llama-server will run with -ngl 37" in body
     assert "-c 16384 -np 1 -ngl 37</code>" in body
     assert "weights on system RAM" in body and "17.9 tok/s" in body  # the layers in RAM slow decoding
