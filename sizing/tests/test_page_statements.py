@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -270,6 +271,17 @@ def test_a_snapshot_renders_the_result_through_the_pages_own_partial(user_client
     assert '<ol class="recommendations">' in html and "<li><code>llama-server -m devstral-small-2-24b.gguf -c " in html
     assert "2684354560 bytes" not in html and "<pre" not in html.split("<details>")[0]
     assert snapshot.view["layout"]["kv_bytes"] == 2560 * MiB
+
+
+def test_a_snapshot_of_a_pasted_command_says_it_is_read_only(user_client: Client, client: Client) -> None:
+    query = "model=devstral-small-2-24b&gpu=rtx-5060-ti-16gb&" + urlencode(
+        {"command": "llama-server -m x.gguf -c 12288 -np 1 -ctk q8_0 -ctv q8_0 -fa on"}
+    )
+    live = text(client.get(f"{reverse('sizing')}?{query}"))
+    assert "The flags come from the pasted command; the fields show them. Edit a field to change the command." in live
+    shared = text(client.get(user_client.post(reverse("sizing-share"), {"query": query}).url))
+    assert "Edit a field" not in shared
+    assert "The flags came from the pasted command. This snapshot is read-only: open its inputs on the live" in shared
 
 
 def test_a_snapshot_stored_before_the_view_still_opens(client: Client) -> None:
