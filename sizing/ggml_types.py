@@ -62,6 +62,20 @@ BY_NAME = {t.name: t for t in _TYPES}
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 
 
+def block_note(type_name: str) -> str:
+    """Why a quantized KV type's figures are above a rule of thumb that counts its nominal bits ("q8_0: 8 bits a
+    value"): each block of values carries its own scale. "" for a type stored value by value (f16, f32, bf16)."""
+    t = BY_NAME.get(type_name)
+    if t is None or t.block_size == 1:
+        return ""
+    nominal = 4 if type_name == "iq4_nl" else int(type_name[1])
+    bits = t.type_size * 8 / t.block_size
+    return (
+        f"{type_name} stores each {t.block_size} values in {t.type_size} bytes, their scale included: {bits:g} bits "
+        f"a value, not {nominal}, so its bytes are {(bits / nominal - 1) * 100:g} % above a count of {nominal} bits"
+    )
+
+
 def row_size(type_name: str, n_elements: int) -> int:
     """ggml_row_size: bytes of n_elements of a type (n must be whole blocks)."""
     t = BY_NAME[type_name]

@@ -10,6 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from .cmdline import ArgNote, to_command
+from .ggml_types import block_note
 from .kv import FORMULA_VERSION, ServerFlags
 from .memory import COMPUTE_FORMULA
 from .recommend import RANKING
@@ -146,6 +147,12 @@ def page_data(
             "errors": list(layout.errors),
             "warnings": list(layout.warnings),
             "caches": [asdict(c) for c in layout.caches],
+            # one line per quantized type the caches use: why its figures exceed a rule of thumb's
+            "block_notes": [
+                note
+                for name in sorted({t for c in layout.caches for t in (c.type_k, c.type_v)})
+                if (note := block_note(name))
+            ],
             "recurrent": None if layout.recurrent is None else asdict(layout.recurrent),
         },
         "kv_offload": s.flags.kv_offload,

@@ -378,7 +378,7 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
             expect(dd(page, "slots")).to_have_text("4 (automatic: no -np)")
             expect(dd(page, "context")).to_contain_text("one unified pool of 16,384 cells shared by all slots")
             expect(dd(page, "KV total")).to_have_text("2,684,354,560 B (2,560.00 MiB)")
-            expect(dd(page, "KV per token")).to_have_text("163,840 B (0.16 MiB)")
+            expect(dd(page, "KV per token")).to_have_text("163,840 B (160.00 KiB)")
             expect(dd(page, "on the GPU")).to_contain_text("fits")
             expect(page.locator("main")).to_contain_text("4 of 41 layers in system RAM")  # the fit, shared too
             expect(page.locator("code").filter(has_text="-ctk q8_0 -ctv q8_0").first).to_be_visible()

@@ -24,7 +24,7 @@ def test_the_demo_original_is_predicted_to_overflow_the_shared_pool(client):
     page = text(client.get(reverse("sizing"), DEMO_QUERY))
     assert "4 (automatic: no -np)" in page
     assert "one unified pool of 16,384 cells shared by all slots" in page
-    assert "163,840 B (0.16 MiB)" in page  # KV per token, f16
+    assert "163,840 B (160.00 KiB)" in page and "0.16 MiB" not in page  # KV per token, f16: KiB, not 0.16 MiB
     assert "need 18,300 cells; the unified pool has 16,384" in page
     assert "HTTP 500 &#x27;Context size has been exceeded&#x27;" in page
     # The catalogue is not told which weights file: nothing is called fitting.
@@ -213,3 +213,16 @@ def test_explaining_a_run_picks_its_gpu_from_the_catalogue_for_the_speed(client,
     page = text(response)
     assert "<strong>31.1 tok/s</strong> per request" in page and "CUDA0 448.0 GB/s" in page
     assert "Unknown:" not in page
+
+
+def test_per_token_figures_are_in_kib_and_a_quantized_cache_says_why_it_is_above_its_bits(client):
+    page = text(client.get(reverse("sizing"), {**DEMO_QUERY, "ctx_size": 12288, "type_k": "q8_0", "type_v": "q8_0"}))
+    # the investigation's rule of thumb, "80 KB per token, 983 MB", is 85 KiB and 1,020 MiB
+    assert "<dt>KV per token</dt><dd>87,040 B (85.00 KiB)<br>" in page
+    assert "1,069,547,520 B (1,020.00 MiB)" in page
+    assert (
+        "q8_0 stores each 32 values in 34 bytes, their scale included: 8.5 bits a value, not 8, "
+        "so its bytes are 6.25 % above a count of 8 bits." in page
+    )
+    f16 = text(client.get(reverse("sizing"), DEMO_QUERY))
+    assert "<dt>KV per token</dt><dd>163,840 B (160.00 KiB)</dd>" in f16 and "bits a value" not in f16
