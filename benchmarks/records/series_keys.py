@@ -8,6 +8,7 @@ is one configuration (and one prompt/n_predict) across concurrencies. Pure: rows
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -81,10 +82,55 @@ def key(row: Mapping[str, Any], fields: Iterable[str] = SERIES_FIELDS) -> tuple[
     return tuple(map(row.get, fields))
 
 
+# llama-server flags that say where and how the server listens, logs or is named, not what it computes:
+# two runs that differ only in these are one configuration. With the value each takes, or without one.
+NOT_CONFIGURATION_WITH_VALUE = frozenset(
+    ("--host", "--port", "-a", "--alias", "-t", "--threads", "-tb", "--threads-batch", "--threads-http", "--api-key",
+     "--api-key-file", "-to", "--timeout", "--log-file", "--path", "--api-prefix", "--slot-save-path",
+     "--ssl-key-file", "--ssl-cert-file")
+)  # fmt: skip
+NOT_CONFIGURATION = frozenset(
+    ("--metrics", "--slots", "--no-slots", "--props", "-v", "--verbose", "--log-disable", "--log-timestamps",
+     "--log-prefix", "--no-webui")
+)  # fmt: skip
+
+
+def configuration_flags(server_flags: str) -> str:
+    """A server's command line without the flags that do not change its configuration (NOT_CONFIGURATION…);
+    the line as it is where it cannot be split as a shell would."""
+    try:
+        words = shlex.split(server_flags)
+    except ValueError:
+        return server_flags
+    kept, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        name = word.split("=", 1)[0]
+        if name in NOT_CONFIGURATION or (name in NOT_CONFIGURATION_WITH_VALUE and "=" in word):
+            continue
+        if name in NOT_CONFIGURATION_WITH_VALUE:
+            skip = True
+            continue
+        kept.append(word)
+    return shlex.join(kept)
+
+
+def _compared(row: Mapping[str, Any], fields: Sequence[str]) -> tuple[Any, ...]:
+    values = key(row, fields)
+    if "server_flags" not in fields:
+        return values
+    at = fields.index("server_flags")
+    flags = values[at]
+    return (*values[:at], configuration_flags(flags) if flags else flags, *values[at + 1 :])
+
+
 def differences(rows: Iterable[Mapping[str, Any]], fields: Sequence[str]) -> dict[str, list[str]]:
-    """The fields on which the rows disagree, each with all its values in first-seen order."""
+    """The fields on which the rows disagree, each with all its values in first-seen order; server flags
+    compared without those that do not change the configuration (the port, the threads, the alias …)."""
     # Dicts as ordered sets: first-seen order, and one pass over the rows (a line holds up to 10,000).
-    distinct = dict.fromkeys(key(row, fields) for row in rows)
+    distinct = dict.fromkeys(_compared(row, fields) for row in rows)
     found = {}
     if len(distinct) > 1:
         for field, column in zip(fields, zip(*distinct, strict=True), strict=True):

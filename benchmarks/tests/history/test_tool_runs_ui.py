@@ -16,6 +16,7 @@ import pytest
 from django.test import Client
 
 from benchmarks.models import Run
+from benchmarks.records.formats import Declared
 from benchmarks.tests.builders import jsonl
 
 from ..tool_runs import (
@@ -193,6 +194,24 @@ def test_two_runs_of_one_tool_configuration_and_workload_compare_without_a_warni
 
     assert 'id="like-with-like"' not in html
     assert [text_of(c) for c in compare_cells(html, "ok / total")] == ["98 / 100 tool", "100 / 100 tool"]
+
+
+def test_runs_whose_flags_differ_only_in_where_the_server_listens_are_one_configuration(client: Client) -> None:
+    def served_with(run_id: str, flags: str) -> Run:
+        load(jsonl(summary_record(v2_run(run_id, server={"flags": flags}))), Declared(gpu="H100"))
+        return Run.objects.get(key=run_id)
+
+    flags = "-c 16384 -np 3 --no-kv-unified"
+    runs = [
+        served_with("a", f"{flags} --host 0.0.0.0 --port 8080 -t 8 --alias devstral --metrics"),
+        served_with("b", f"{flags} --port=8081 --threads 16 -v"),
+    ]
+    html = page(client, "run-compare", run=[r.pk for r in runs])
+    assert 'id="like-with-like"' not in html
+    other = served_with("c", "-c 8192 -np 3 --no-kv-unified --port 8082")
+    html = page(client, "run-compare", run=[runs[0].pk, other.pk])
+    warning = html[html.index('id="like-with-like"') :]
+    assert "server flags -c 16384 -np 3 --no-kv-unified / -c 8192 -np 3 --no-kv-unified" in warning
 
 
 def test_comparing_only_kvlab_runs_shows_no_source_markers(client: Client) -> None:
