@@ -32,9 +32,12 @@ class CompareRow:
         return list(zip(self.values, self.sources or [None] * len(self.values), strict=True))
 
 
+NOT_RECORDED = "not recorded"  # a value the run does not hold: never "—", "— – —" or "?"
+
+
 def fmt(value: Any, digits: int = 2, unit: str = "") -> str:
     if value is None or value == "":
-        return "—"
+        return NOT_RECORDED
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
@@ -44,12 +47,19 @@ def fmt(value: Any, digits: int = 2, unit: str = "") -> str:
     return str(value)
 
 
+def _pair(first: Any, second: Any, between: str, unit: str = "", digits: int = 2) -> str:
+    """Two values of one row ("K / V", "min – max"): one "not recorded" where neither is."""
+    if first in (None, "") and second in (None, ""):
+        return NOT_RECORDED
+    return f"{fmt(first, digits)}{between}{fmt(second, digits, unit)}"
+
+
 def _ms(seconds: float | None) -> str:
     return fmt(None if seconds is None else seconds * 1000, 2, " ms")
 
 
 def _rate(run: Run) -> str:
-    return "—" if run.success_rate is None else f"{run.success_rate:.0%}"
+    return NOT_RECORDED if run.success_rate is None else f"{run.success_rate:.0%}"
 
 
 def _tool(run: Run) -> str:
@@ -63,12 +73,12 @@ FIELDS: list[tuple[str, str, Callable[[Run], str]]] = [
     ("Run", "GPU", lambda r: fmt(r.gpu)),
     ("Run", "measured by", _tool),
     ("Run", "engine", lambda r: fmt(r.engine)),
-    ("Run", "VRAM total / used (MiB)", lambda r: f"{fmt(r.vram_total_mib)} / {fmt(r.vram_used_mib)}"),
-    ("Run", "started", lambda r: r.started_at.strftime("%Y-%m-%d %H:%M:%S") if r.started_at else "—"),
+    ("Run", "VRAM total / used (MiB)", lambda r: _pair(r.vram_total_mib, r.vram_used_mib, " / ")),
+    ("Run", "started", lambda r: r.started_at.strftime("%Y-%m-%d %H:%M:%S") if r.started_at else NOT_RECORDED),
     ("Server", "ctx size (-c)", lambda r: fmt(r.ctx_size)),
     ("Server", "parallel (-np)", lambda r: fmt(r.parallel)),
     ("Server", "unified KV", lambda r: fmt(r.kv_unified)),
-    ("Server", "K / V cache type", lambda r: f"{fmt(r.cache_type_k)} / {fmt(r.cache_type_v)}"),
+    ("Server", "K / V cache type", lambda r: _pair(r.cache_type_k, r.cache_type_v, " / ")),
     ("Server", "KV on GPU", lambda r: fmt(r.kv_offload)),
     ("Server", "flash attention", lambda r: fmt(r.flash_attn)),
     ("Server", "server flags", lambda r: fmt(r.server_flags)),
@@ -87,7 +97,7 @@ FIGURES: list[tuple[str, str, str, Callable[[Run], str]]] = [
         "Speed",
         "tok/s per request, min – max",
         "tok_s_min",
-        lambda r: f"{fmt(r.tok_s_min)} – {fmt(r.tok_s_max, 2, ' tok/s')}",
+        lambda r: _pair(r.tok_s_min, r.tok_s_max, " – ", " tok/s"),
     ),
     ("Speed", "TTFT p50", "ttft_p50", lambda r: fmt(r.ttft_p50, 3, " s")),
     ("Speed", "TTFT p95", "ttft_p95", lambda r: fmt(r.ttft_p95, 3, " s")),
@@ -103,7 +113,7 @@ FIGURES: list[tuple[str, str, str, Callable[[Run], str]]] = [
 
 
 def _source(run: Run, column: str, value: str) -> dict[str, str] | None:
-    if value.strip("—–/ ") == "":
+    if value.replace(NOT_RECORDED, "").strip("—–/ ") == "":
         return None  # no figure, no source
     kind = sources.figure_source(run.provenance, column, has_summary=run.summary is not None)
     return {"tag": sources.SOURCE_TAGS[kind], "title": sources.SOURCE_WORDS[kind], "kind": kind}

@@ -169,7 +169,7 @@ def test_compare_puts_a_vllm_run_a_guidellm_load_point_and_a_kvlab_job_side_by_s
         "sampled: 3 of 200 stored",
         "all 4 stored",
     ]
-    assert [text_of(c) for c in compare_cells(html, "failed (the tool&#x27;s count)")] == ["2", "0", "—"]
+    assert [text_of(c) for c in compare_cells(html, "failed (the tool&#x27;s count)")] == ["2", "0", "not recorded"]
     assert "the tool's own (from its file" in html  # the legend
     no_placeholders(html)
 
@@ -243,7 +243,9 @@ def test_a_figure_the_tool_did_not_report_has_no_source_marker(client: Client) -
 
     html = page(client, "run-compare", run=[r.pk for r in runs])
 
-    assert compare_cells(html, "tok/s per request, min – max")[0] == "— – —"
+    assert (
+        compare_cells(html, "tok/s per request, min – max")[0] == "not recorded"
+    )  # neither end recorded: never "— – —"
 
 
 # --- charts ------------------------------------------------------------------------------------

@@ -66,6 +66,16 @@ def test_comparing_original_c2_and_c3p_highlights_what_differs(client, investiga
     assert "<th>context_exceeded</th><td>3</td><td>0</td><td>0</td>" in html
 
 
+def test_compare_says_not_recorded_for_what_a_run_does_not_hold(client, investigation):
+    ids = [Run.objects.get(key=k).pk for k in ("c3p-single", "orig-x3")]  # in the order they were asked for
+    html = client.get(reverse("run-compare"), {"run": ids}).content.decode()
+    assert "<th>VRAM total / used (MiB)</th><td>16,311 / 15,097</td><td>16,311 / not recorded</td>" in html
+    assert "<th>tok/s per request, min – max</th><td>25.70 – 25.70 tok/s</td><td>not recorded</td>" in html
+    assert "<th>server flags</th><td>not recorded</td><td>not recorded</td>" in html
+    table = html[html.index("<table") : html.index("</table>")]
+    assert "<td>—</td>" not in table and "— – —" not in table and "?" not in table
+
+
 @pytest.mark.parametrize("query", [{}, {"run": ["1"]}, {"run": ["x", "y"]}])
 def test_comparing_fewer_than_two_runs_is_a_form_error(client, investigation, query):
     response = client.get(reverse("run-compare"), query)
