@@ -124,7 +124,11 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def home(request: HtmxHttpRequest) -> HttpResponse:
     latest = list(Run.objects.for_list().newest_first()[:10])
-    since = timezone.now() - timedelta(days=30)
+    # The 30 days up to the newest run's start, not the clock's: a history imported from September
+    # still shows its failures in December. One seek of run_started_idx.
+    newest = Run.objects.exclude(started_at=None).order_by("-started_at").values_list("started_at", flat=True).first()
+    until = min(newest, timezone.now()) if newest else timezone.now()
+    since = until - timedelta(days=30)
     failures = list(
         Run.objects.filter(started_at__gte=since, n_requests__gt=0)
         .annotate(day=UtcDay("started_at"))  # one per day; from run_started_idx alone
@@ -149,5 +153,7 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
         "trend_mixed": series.mixed_groups(trend_rows, lambda row: f"{row['label'] or '(none)'} ({row['model']})"),
         "failure_figure": failure_figure,
         "since": since,
+        "until": until,
+        "until_newest": newest is not None and until == newest,
     }
     return render(request, "charts/home.html", context)
