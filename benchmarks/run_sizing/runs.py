@@ -64,13 +64,13 @@ def catalogue_gpu_for(gpu_name: str, vram_total_mib: int | None) -> str:
     wanted = _VENDOR_WORDS.sub("", _normalized(gpu_name))
     if not wanted:
         return ""
-    named = {g.id: _VENDOR_WORDS.sub("", _normalized(g.name)) for g in catalogue.gpus().values()}
+    gpus = catalogue.gpus()
+    named = {g.id: _VENDOR_WORDS.sub("", _normalized(g.name)) for g in gpus.values()}
     exact = [gpu_id for gpu_id, name in named.items() if name == wanted]
     if len(exact) == 1:
         return exact[0]
     if not vram_total_mib:
         return ""
-    gpus = catalogue.gpus()
     close = [
         gpu_id
         for gpu_id, name in named.items()
