@@ -360,9 +360,10 @@ def worst(
     """
     where = f"{_q('family')} = %s AND {_q('window_size')} = %s AND {_q('metric')} = %s AND {_q('change')} < %s"
     order = f"{_q('change')}, {_q('latest_run_id')}"
+    tied = f"{order}, {_q('metric')}"  # one run's metrics can move alike (wall and e2e p95): a fixed order among them
     per_metric = [(family, window, m.key, -thresholds[m.key]) for m in METRICS]
     top = " UNION ALL ".join(  # each metric's worst, read from the index alone
-        f"SELECT * FROM (SELECT {_q('id')}, {order} FROM {COMPARED} WHERE {where} ORDER BY {order} LIMIT {limit}) m{i}"
+        f"SELECT * FROM (SELECT {_q('id')}, {tied} FROM {COMPARED} WHERE {where} ORDER BY {order} LIMIT {limit}) m{i}"
         for i, _ in enumerate(METRICS)
     )
     counted = " UNION ALL ".join(
@@ -374,7 +375,7 @@ def worst(
     runs = _joined_runs("r", "s", "c." + _q("latest_run_id"))
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH top AS ({top}), best AS (SELECT {_q('id')} FROM top ORDER BY {order} LIMIT {limit}),"
+            f"WITH top AS ({top}), best AS (SELECT {_q('id')} FROM top ORDER BY {tied} LIMIT {limit}),"
             f" picked AS (SELECT c.{_q('latest_run_id')} AS run_pk, {shown}, {_shown_run('r', 's')}"
             f" FROM best JOIN {COMPARED} c ON c.{_q('id')} = best.{_q('id')} {runs})"
             f" SELECT n.found, n.unfiled, picked.* FROM (SELECT (SELECT COUNT(*) FROM (SELECT 1 AS one FROM"
@@ -395,7 +396,7 @@ def worst(
         }
         row[catalogue.METRICS[metric].column] = latest
         rows.append(row)
-    rows.sort(key=lambda row: (row["compared"].change, row["pk"]))
+    rows.sort(key=lambda row: (row["compared"].change, row["pk"], row["metric"]))
     return rows, fetched[0][0], fetched[0][1]
 
 
