@@ -8,7 +8,7 @@ from django import forms
 from django.db.models import QuerySet
 
 from ..history.baselines import WINDOWS
-from ..history.forms import RunFilterForm, ValueFilterField, offer_top
+from ..history.forms import RunFilterForm, ValueFilterField, match_values, offer_top
 from ..models import Run
 from ..records import catalogue
 from . import load_curve_figure
@@ -57,13 +57,26 @@ class LoadCurveForm(forms.Form):
         super().__init__(*args, **kwargs)
         offer_top(self, ("model",))
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        self.matched = match_values(self, ("model",)).get("model")
+        return data
+
+    @property
+    def curve_model(self) -> str:
+        """The model the curve is of: the one typed whole, or the one value a part of it matched ('' for none,
+        or for a part that matched several: the page lists them to pick from)."""
+        if self.matched is None or len(self.matched.values) != 1:
+            return ""
+        return self.matched.values[0]
+
     def x_name(self) -> str:
         """The load axis: concurrency unless the form asks for the request rate."""
         return self.cleaned_data.get("x") or "concurrency"
 
     def matching(self, runs: QuerySet[Run]) -> QuerySet[Run]:
         """The runs of the model (and GPU, and label, when given) that have a value on the load axis."""
-        runs = runs.filter(model=self.cleaned_data["model"]).exclude(**{self.x_name(): None})
+        runs = runs.filter(model=self.curve_model).exclude(**{self.x_name(): None})
         if self.cleaned_data["gpu"]:
             runs = runs.filter(gpu=self.cleaned_data["gpu"])
         if self.cleaned_data["label"]:

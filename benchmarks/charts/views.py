@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET
 from kvlab import visibility
 from kvlab.http import HtmxHttpRequest
 
-from ..history import derived
+from ..history import derived, values
 from ..history.forms import CompareForm
 from ..models import Run
 from ..models.outcomes import WITH_FAILURES_Q, with_success_rate
@@ -99,15 +99,20 @@ def compare_chart(request: HtmxHttpRequest) -> HttpResponse:
 
 
 LOAD_CURVE_RUNS = 5_000  # the latest runs a load curve averages; older ones by narrowing (GPU, label)
+LOAD_CURVE_OFFERED = 12  # the most used models a load curve page without one offers as links
 
 
 @require_GET
 def load_curve(request: HtmxHttpRequest) -> HttpResponse:
     form = LoadCurveForm(request.GET)
+    if "model" not in request.GET and (only := values.only_value("model")):  # the history's one model: drawn
+        form = LoadCurveForm({**request.GET.dict(), "model": only})
     context: dict[str, Any] = {"form": form, "page_title": "Load curve"}
     if not form.is_valid():
         return _render(request, "charts/load_curve.html", context, status=400)
-    if not form.cleaned_data["model"]:
+    if not form.curve_model:
+        if not form.matched:  # nothing typed: the most used models to pick from
+            context["offered"] = values.top_values(("model",), LOAD_CURVE_OFFERED)["model"]
         return _render(request, "charts/load_curve.html", context)
     x_name = form.x_name()
     fixed = load_curves.held_fixed(x_name)

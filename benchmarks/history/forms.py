@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -81,17 +82,40 @@ class SuggestInput(forms.TextInput):
         )
 
 
+@dataclass(frozen=True)
+class Matched:
+    """What a value filter's text matched: the value itself when some run holds it whole, else the values
+    (at most values.SUGGESTIONS) that contain it, in any case: those starting with it among every run,
+    those containing it among the latest values.RECENT_RUNS (the suggestions' rule and bound)."""
+
+    typed: str
+    values: tuple[str, ...]
+    exact: bool
+
+    @property
+    def more_possible(self) -> bool:
+        """Whether the text may match values beyond those listed (the list is full)."""
+        return not self.exact and len(self.values) >= values.SUGGESTIONS
+
+    @property
+    def recent_runs(self) -> int:
+        return values.RECENT_RUNS
+
+    def q(self, column: str) -> Q:
+        if len(self.values) == 1:
+            return Q(**{column: self.values[0]})  # the filter's dated index (run_model_idx …), as before
+        return Q(**{f"{column}__in": self.values})
+
+
 class ValueFilterField(forms.CharField):
-    """Any value of a Run column, matched exactly, typed with the suggestions of a SuggestInput.
+    """Any value of a Run column, typed with the suggestions of a SuggestInput: a value some run holds
+    filters exactly; a part of one, in any case, filters by the values it matches (Matched), and a text
+    that matches none filters to no runs, which the page says — never an error.
 
     The page offers at most values.TOP_CHOICES values whatever the history holds, and suggests
-    at most values.SUGGESTIONS for a typed text; any value that some run holds filters (one
-    indexed query to check).
+    at most values.SUGGESTIONS for a typed text; matching a text costs what suggesting for it costs
+    (one indexed query for the exact value, at most two more for a part).
     """
-
-    default_error_messages = {
-        "unknown": "No run has %(value)s as its %(column)s: type part of it and pick one of the values suggested."
-    }
 
     def __init__(self, *, empty_label: str = "any", **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
@@ -99,16 +123,24 @@ class ValueFilterField(forms.CharField):
         super().__init__(widget=SuggestInput(attrs={"placeholder": empty_label}), **kwargs)
         self.column = ""
 
-    def validate(self, value: str) -> None:
-        super().validate(value)
-        if value and self.column and not Run.objects.filter(**{self.column: value}).exists():
-            raise forms.ValidationError(
-                self.error_messages["unknown"], code="unknown", params={"value": value, "column": self.column}
-            )
+    def matched(self, value: str) -> Matched:
+        if Run.objects.filter(**{self.column: value}).exists():
+            return Matched(value, (value,), exact=True)
+        return Matched(value, tuple(values.suggest_values(self.column, value)), exact=False)
 
     def offer(self, column: str, offered: Callable[[], list[str]]) -> None:
         self.column = column
         self.widget.offered = offered  # type: ignore[attr-defined]
+
+
+def match_values(form: forms.Form, names: tuple[str, ...]) -> dict[str, Matched]:
+    """What each filled value filter of a valid form matched, by field name."""
+    found = {}
+    for name in names:
+        field, text = form.fields.get(name), form.cleaned_data.get(name)
+        if isinstance(field, ValueFilterField) and field.column and text:
+            found[name] = field.matched(text)
+    return found
 
 
 def offer_top(form: forms.Form, names: tuple[str, ...]) -> None:
@@ -165,7 +197,12 @@ class RunFilterForm(forms.Form):
         start, end = data.get("date_from"), data.get("date_to")
         if start and end and start > end:
             raise forms.ValidationError("'from' is after 'to'.")
+        self.matched = match_values(self, VALUE_FILTERS)
         return data
+
+    def partial_matches(self) -> list[tuple[str, Matched]]:
+        """The value filters typed as a part of a value (or as none), with what they matched: the page says."""
+        return [(self[n].label, m) for n, m in getattr(self, "matched", {}).items() if not m.exact]
 
     def filter(self, runs: QuerySet[Run]) -> QuerySet[Run]:
         """The runs the filters match, in the chosen order."""
@@ -179,9 +216,8 @@ class RunFilterForm(forms.Form):
             # KEY_SEARCH_RUNS runs: a substring can use no index, and a search of every run reads them all.
             latest = first_runs(("started_at", "id"), descending=True, n=KEY_SEARCH_RUNS)
             runs = runs.filter(Q(key=data["run"]) | (Q(key__contains=data["run"]) & latest))
-        for name in VALUE_FILTERS:
-            if data.get(name):
-                runs = runs.filter(**{name: data[name]})
+        for name, matched in self.matched.items():
+            runs = runs.filter(matched.q(name)) if matched.values else runs.none()
         if data.get("outcome"):
             runs = runs.filter(OUTCOME_Q[data["outcome"]])
         if data.get("date_from"):

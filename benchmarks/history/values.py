@@ -119,3 +119,14 @@ def _check(columns: tuple[str, ...]) -> None:
     unknown = set(columns) - set(FILTER_COLUMNS)
     if unknown:
         raise ValueError(f"not a filter column: {sorted(unknown)}")
+
+
+def only_value(column: str) -> str | None:
+    """The column's one value when every run that has one holds the same (None when none does or several do):
+    two seeks of the column's index (the first value, and whether any follows it), whatever the history holds."""
+    _check((column,))
+    ordered = Run.objects.exclude(**{column: ""}).order_by(column).values_list(column, flat=True)
+    first = ordered.first()
+    if first is None or ordered.filter(**{f"{column}__gt": first}).exists():
+        return None
+    return first

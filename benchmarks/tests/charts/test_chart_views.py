@@ -14,6 +14,7 @@ from benchmarks.models import Run
 from benchmarks.records import catalogue
 from benchmarks.records import series_keys as series
 from benchmarks.tests.builders import flat, jsonl
+from benchmarks.tests.factories import runs_named
 
 pytestmark = pytest.mark.django_db
 
@@ -125,10 +126,19 @@ def test_an_empty_chart_says_so(client, db):
     assert response.status_code == 200 and "No runs with a start time match these filters" in response.content.decode()
 
 
-@pytest.mark.parametrize("query", [{"metric": "nope"}, {"group": "nope"}, {"date_from": "yesterday"}, {"model": "x"}])
+@pytest.mark.parametrize("query", [{"metric": "nope"}, {"group": "nope"}, {"date_from": "yesterday"}])
 def test_bad_chart_filters_are_form_errors(client, investigation, query):
     response = client.get(reverse("chart-timeline"), query)
     assert response.status_code == 400 and 'class="error"' in response.content.decode()
+
+
+def test_the_timeline_filters_by_a_part_of_a_model_and_says_what_it_matched(client, investigation):
+    part = client.get(reverse("chart-timeline"), {"model": "devstral-small"})
+    assert part.status_code == 200 and "timeline-figure" in part.content.decode()
+    assert "<code>Devstral-Small-2-24B-Q4_K_M.gguf</code>" in part.content.decode()
+    nothing = " ".join(client.get(reverse("chart-timeline"), {"model": "x"}).content.decode().split())
+    assert "Model “x”: no run has a value that contains it, in any case" in nothing
+    assert "No runs with a start time match these filters." in nothing
 
 
 def test_compare_tells_the_demo_story(client, investigation):
@@ -175,7 +185,34 @@ def test_the_load_curve_marks_where_throughput_stops_growing(client, import_byte
 def test_a_load_curve_needs_two_concurrencies(client, investigation):
     page = client.get(reverse("chart-load"), {"model": "Devstral-Small-2-24B-Q4_K_M.gguf"}).content.decode()
     assert "load-figure" in page  # the demo has concurrency 1, 2 and 3
-    assert client.get(reverse("chart-load"), {"model": "nope.gguf"}).status_code == 400
+    nothing = client.get(reverse("chart-load"), {"model": "nope.gguf"})
+    assert nothing.status_code == 200 and "load-figure" not in nothing.content.decode()
+    assert "No run has a model that contains “nope.gguf”, in any case" in nothing.content.decode()
+
+
+def test_the_load_curve_of_the_historys_one_model_opens_drawn_and_a_part_of_its_name_draws_it(client, investigation):
+    opened = client.get(reverse("chart-load"))  # the demo holds one model: no "Pick a model."
+    assert opened.context["form"].curve_model == "Devstral-Small-2-24B-Q4_K_M.gguf"
+    assert "load-figure" in opened.content.decode() and "Pick a model" not in opened.content.decode()
+    assert 'value="Devstral-Small-2-24B-Q4_K_M.gguf"' in opened.content.decode()  # the form shows what it drew
+    part = client.get(reverse("chart-load"), {"model": "devstral"})
+    assert part.context["form"].curve_model == "Devstral-Small-2-24B-Q4_K_M.gguf"
+    assert "load-figure" in part.content.decode()
+    cleared = client.get(reverse("chart-load"), {"model": ""})  # a model cleared by hand stays cleared
+    assert "load-figure" not in cleared.content.decode()
+    assert 'Pick a model — the most used: <a href="?model=Devstral-Small-2-24B-Q4_K_M.gguf">' in (
+        cleared.content.decode()
+    )
+
+
+def test_a_part_of_several_models_names_lists_them_to_pick_one(client):
+    runs_named(["devstral-a.gguf", "devstral-b.gguf", "tiny.gguf"])
+    page = " ".join(
+        client.get(reverse("chart-load"), {"model": "DEVSTRAL", "x": "concurrency"}).content.decode().split()
+    )
+    assert "No model is named “DEVSTRAL”; 2 contain it. A load curve is of one model: pick one —" in page
+    assert '<a href="?model=devstral-a.gguf&amp;x=concurrency"><code>devstral-a.gguf</code></a>' in page
+    assert "load-figure" not in page
 
 
 def test_regressions_list_groups_worse_than_their_history(client, import_bytes):

@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from benchmarks.history.forms import SORTS
+from benchmarks.history.values import SUGGESTIONS
 from benchmarks.models import Run
 from benchmarks.records.schema import SCHEMA_V2
 from benchmarks.tests.builders import jsonl
@@ -123,7 +124,6 @@ def test_the_full_page_loads_htmx_from_the_app_itself(client, investigation):
     ("query", "message"),
     [
         ({"outcome": "great"}, "Select a valid choice"),
-        ({"model": "no-such.gguf"}, "No run has no-such.gguf as its model"),
         ({"date_from": "yesterday"}, "Enter a valid date"),
         ({"date_from": "2026-09-19", "date_to": "2026-09-18"}, "&#x27;from&#x27; is after &#x27;to&#x27;"),
         ({"sort": "password"}, "Select a valid choice"),
@@ -280,12 +280,39 @@ def test_the_run_list_never_selects_the_server_props(client):
     assert not any("server_props" in q["sql"] for q in queries.captured_queries)
 
 
-def test_a_value_no_run_holds_is_a_form_error(client, crowded_history):
+def test_a_value_no_run_holds_filters_to_no_runs_and_says_so_without_an_error(client, crowded_history):
     response = client.get(reverse("run-list"), {"model": "no-such.gguf"})
-    assert response.status_code == 400
-    assert "No run has no-such.gguf as its model: type part of it and pick one of the values suggested." in (
-        response.content.decode()
+    assert response.status_code == 200 and not response.context["form"].errors
+    assert response.context["page"].paginator.count == 0
+    text = " ".join(response.content.decode().split())
+    assert "Model “no-such.gguf”: no run has a value that contains it, in any case" in text
+    assert "No runs match these filters." in text
+
+
+def test_a_part_of_a_value_in_any_case_filters_by_the_values_that_contain_it(client):
+    runs_named(["Devstral-Small-2505-Q4_K_M.gguf", "devstral-medium.gguf", "tiny.gguf", "devstral-medium.gguf"])
+    response = client.get(reverse("run-list"), {"model": "DEVSTRAL"})
+    assert response.status_code == 200
+    assert sorted(r.model for r in response.context["page"].object_list) == [
+        "Devstral-Small-2505-Q4_K_M.gguf", "devstral-medium.gguf", "devstral-medium.gguf",
+    ]  # fmt: skip
+    text = " ".join(response.content.decode().split())
+    assert (
+        "Model “DEVSTRAL”: no run has it as a whole value, so the runs of the values that contain it are shown:"
+        " <code>devstral-medium.gguf</code>, <code>Devstral-Small-2505-Q4_K_M.gguf</code>."
+        in text  # in any case's order
     )
+    exact = client.get(reverse("run-list"), {"model": "devstral-medium.gguf"})  # a whole value: that one alone
+    assert [r.model for r in exact.context["page"].object_list] == ["devstral-medium.gguf"] * 2
+    assert "value-match" not in exact.content.decode()
+
+
+def test_a_part_matching_more_values_than_are_suggested_filters_by_the_first_and_says_so(client, crowded_history):
+    response = client.get(reverse("run-list"), {"model": "m"})  # m000 … m299: more than SUGGESTIONS
+    matched = response.context["form"].matched["model"]
+    assert matched.values == tuple(f"m{i:03d}" for i in range(SUGGESTIONS)) and matched.more_possible
+    assert response.context["page"].paginator.count == SUGGESTIONS
+    assert f"(the first {SUGGESTIONS}: type more of it to narrow)" in response.content.decode()
 
 
 def test_the_last_sane_day_still_filters(client):
@@ -342,8 +369,11 @@ def test_the_run_list_filters_by_tool_and_by_engine(client: Client) -> None:
     assert keys(engine="vllm") == ["guidellm-rate-4", "vllm-c16"]
     assert keys(engine="sglang") == ["sglang-1"]
     assert keys(engine="vllm", tool="guidellm") == ["guidellm-rate-4"]
+    assert keys(tool="VLL") == ["vllm-c16"]  # a part, in any case
     response = client.get(reverse("run-list"), {"tool": "nosuchtool"})
-    assert response.status_code == 400 and "No run has nosuchtool as its tool" in response.content.decode()
+    assert response.status_code == 200 and "Tool “nosuchtool”: no run has a value that contains it" in (
+        " ".join(response.content.decode().split())
+    )
 
 
 def test_the_tool_and_engine_boxes_suggest_the_values_stored(client: Client) -> None:
