@@ -91,12 +91,21 @@ class RegressionForm(forms.Form):
         choices=[(w, f"previous {w} runs") for w in WINDOWS], coerce=int, required=False, initial=10
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, data: Any = None, **kwargs: Any) -> None:
+        if data is not None:  # what the query leaves out is the default, and the boxes show it: the values used
+            data = data.copy()
+            for name, default in self.defaults().items():
+                if not data.get(name):
+                    data[name] = default
+        super().__init__(data, **kwargs)
         for metric in catalogue.METRICS.values():
             self.fields[f"t_{metric.key}"] = forms.FloatField(
                 min_value=0, max_value=1000, required=False, initial=5, label=f"{metric.label} threshold (%)"
             )
+
+    @staticmethod
+    def defaults() -> dict[str, str]:
+        return {"group": "label", "window": "10", **{f"t_{m.key}": "5" for m in catalogue.METRICS.values()}}
 
     def thresholds(self) -> dict[str, float]:
         return {

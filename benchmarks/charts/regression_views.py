@@ -24,7 +24,7 @@ from ..history import baselines, derived
 from ..models import DerivedBacklog, Run
 from ..records import catalogue, series_keys
 from ..records.catalogue import Comparison, Metric
-from . import figure_common
+from . import figure_common, regression_figure
 from .forms import RegressionForm
 from .rendering import render_chart
 
@@ -104,7 +104,10 @@ def regressions(request: HtmxHttpRequest) -> HttpResponse:
         grouping=grouping,
         grouping_label=catalogue.GROUPINGS[grouping][0],
     )
-    if not found:
+    if found:
+        context["figure"] = regression_figure.baseline_bands(found, form.thresholds())
+        context["figure_rows"] = min(len(found), regression_figure.FIGURE_ROWS)
+    else:
         context.update(_series_looked_at(family, grouping, request.user))
     return render_chart(request, "charts/regressions.html", context)
 

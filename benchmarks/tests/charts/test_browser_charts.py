@@ -359,6 +359,24 @@ def test_regressions_compare_one_configuration_under_one_workload(tab: Tab, demo
     tab.assert_no_errors()
 
 
+@pytest.mark.usefixtures("transactional_db")
+def test_the_regressions_page_opens_with_its_defaults_and_draws_the_latest_run_against_its_band(tab: Tab) -> None:
+    history = [
+        flat(run=f"h{i}", label="nightly", ts=f"2026-10-{10 + i}T00:00:00Z", tok_s=40.0 + (i % 2)) for i in range(6)
+    ]
+    latest = flat(run="latest", label="nightly", ts="2026-10-20T00:00:00Z", tok_s=30.0)
+    import_bench_file(io.BytesIO(jsonl(*history, latest)), filename="nightly.jsonl", origin="command")
+    tab.open("/charts/regressions/")
+    tab.wait_for_plot("#regressions-figure-plot")
+    tab.do(lambda page: expect(page.locator("#id_t_tok_s")).to_have_value("5"))
+    tab.do(lambda page: expect(page.locator("#id_window")).to_have_value("10"))
+    traces = {t["name"]: t for t in tab.traces("#regressions-figure-plot")}
+    row = next(i for i, y in enumerate(traces["latest run"]["y"]) if "decode tok/s" in y)
+    assert traces["latest run"]["x"][row] == pytest.approx(100 * (30.0 / 40.5 - 1), abs=0.01)
+    tab.screenshot("regressions")
+    tab.assert_no_errors()
+
+
 def test_a_zoom_in_the_browser_survives_a_filter_change(tab: Tab, demo: dict[str, Run]) -> None:
     tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
     tab.wait_for_plot("#timeline-figure-plot")

@@ -215,6 +215,32 @@ def test_a_part_of_several_models_names_lists_them_to_pick_one(client):
     assert "load-figure" not in page
 
 
+def test_the_regressions_page_shows_its_defaults_and_draws_the_latest_run_against_its_baseline_band(
+    client, import_bytes
+):
+    history = [
+        flat(run=f"h{i}", label="nightly", ts=f"2026-10-{10 + i}T00:00:00Z", tok_s=40.0 + (i % 2)) for i in range(6)
+    ]
+    import_bytes(jsonl(*history, flat(run="latest", label="nightly", ts="2026-10-20T00:00:00Z", tok_s=30.0)))
+    response = client.get(reverse("chart-regressions"))  # no query: the defaults, shown in the boxes
+    page = response.content.decode()
+    assert len(re.findall(r'name="t_\w+" value="5"', page)) == len(catalogue.METRICS)
+    assert '<option value="10" selected>' in page
+    assert '<option value="label" selected>' in page
+    (found,) = [r for r in response.context["found"] if r.metric.key == "tok_s"]
+    data = {t["name"]: t for t in figure(response, "regressions-figure")["data"]}
+    row = data["latest run"]["y"].index(next(y for y in data["latest run"]["y"] if "decode tok/s" in y))
+    assert data["latest run"]["x"][row] == pytest.approx(100 * found.change, abs=0.01)  # about -26 %
+    assert found.change == pytest.approx(30.0 / 40.5 - 1, rel=1e-3)
+    band = data["baseline band (median ± 2 spreads of the earlier runs)"]
+    assert band["x"][row] == pytest.approx(4 * 100 * found.spread / found.baseline)  # median ± 2 spreads
+    assert band["base"][row] == pytest.approx(-2 * 100 * found.spread / found.baseline)
+    assert data["threshold"]["x"][row] == -5.0
+    other = client.get(reverse("chart-regressions"), {"t_tok_s": "30"})  # a threshold typed: the others kept at 5
+    assert 'name="t_tok_s" value="30"' in other.content.decode()
+    assert not [r for r in other.context["found"] if r.metric.key == "tok_s"]
+
+
 def test_regressions_list_groups_worse_than_their_history(client, import_bytes):
     history = [
         flat(run=f"h{i}", label="nightly", ts=f"2026-10-{10 + i}T00:00:00Z", tok_s=40.0 + (i % 2)) for i in range(6)
