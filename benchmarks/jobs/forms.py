@@ -6,8 +6,10 @@ import math
 from typing import Any
 
 from django import forms
+from django.utils.html import format_html, format_html_join
 
 from kvlab import bounded_parse
+from sizing import catalogue
 from sizing.cmdline import parse_command
 
 from ..models import Server
@@ -39,18 +41,53 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
+class CatalogueGpuInput(forms.TextInput):
+    """A text box whose datalist holds the sizing catalogue's GPUs: pick one, or type any other name."""
+
+    def render(self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None) -> str:
+        list_id = f"{(attrs or {}).get('id') or 'id_' + name}-catalogue"
+        options = format_html_join("", '<option value="{}">', ((g.name,) for g in catalogue.gpus().values()))
+        box = super().render(name, value, {**(attrs or {}), "list": list_id, "autocomplete": "off"}, renderer)
+        return format_html('{}<datalist id="{}">{}</datalist>', box, list_id, options)
+
+
 class ServerForm(forms.ModelForm):
-    base_url = forms.URLField(label="base URL", max_length=300, assume_scheme="http")
+    name = forms.CharField(
+        max_length=100, help_text="how jobs, runs and charts name this server, e.g. gpu-box-1 or the model it serves"
+    )
+    base_url = forms.URLField(
+        label="base URL",
+        max_length=300,
+        assume_scheme="http",
+        help_text="where llama-server listens, e.g. http://127.0.0.1:8080 (its /health, /props and /slots are probed)",
+    )
     api_key = forms.CharField(
+        label="API key",
         required=False,
+        max_length=300,
         widget=forms.PasswordInput(render_value=False),
-        help_text="Stored to authenticate requests; never shown back. Leave blank to keep the current key.",
+        help_text="the server's --api-key, if it has one: stored to authenticate requests and never shown back. "
+        "Leave blank to keep the current key.",
+    )
+    gpu = forms.CharField(
+        label="GPU",
+        required=False,
+        max_length=200,
+        widget=CatalogueGpuInput(attrs={"placeholder": "pick from the catalogue, or type"}),
+        help_text="the GPU it runs on: one from the sizing catalogue gives its runs a memory and speed estimate; "
+        "any other name is recorded as typed",
     )
 
     class Meta:
         model = Server
         fields = ["name", "base_url", "api_key", "gpu", "launch_command", "queue", "notes"]
         widgets = {"launch_command": forms.Textarea(attrs={"rows": 2}), "notes": forms.Textarea(attrs={"rows": 3})}
+        help_texts = {
+            "launch_command": "the llama-server command line it runs with (llama-server -m … -c … -np …): recorded as "
+            "each run's configuration and used to check a job against the server's KV pool",
+            "queue": "the Celery queue of the worker on this server's host (blank: the default queue)",
+            "notes": "anything the team should know: who owns it, when it is free",
+        }
 
     def clean_base_url(self) -> str:
         url: str = self.cleaned_data["base_url"]

@@ -34,6 +34,7 @@ from playwright.sync_api import Page, Response, expect
 from benchmarks.models import Job, Run, Server
 from benchmarks.tests.browser import Tab
 from benchmarks.tests.builders import DEMO_PATH
+from sizing import catalogue as sizing_catalogue
 from benchmarks.tests.real_parts import live_llama_server
 from sizing.models import SizingSnapshot
 
@@ -192,8 +193,16 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
         page.get_by_label("Name").fill("tiny")
         page.get_by_label("base URL").fill(tiny_server)
         page.get_by_label("Launch command").fill(launch)
+        # The GPU is picked from the sizing catalogue (or typed); every field says what it is for.
+        gpu = page.get_by_label("GPU")
+        offered = gpu.evaluate("el => Array.from(el.list.options, o => o.value)")
+        assert "GeForce RTX 4090" in offered and len(offered) == len(sizing_catalogue.gpus())
+        gpu.fill("GeForce RTX 4090")
+        expect(page.get_by_label("API key")).to_have_attribute("type", "password")
+        assert page.locator(".helptext").count() == 7  # name, URL, key, GPU, command, queue, notes
         page.get_by_role("button", name="Save and probe").click()
         page.wait_for_url(re.compile(r"/servers/\d+/$"))
+        expect(dd(page, "GPU")).to_have_text("GeForce RTX 4090")
         expect(dd(page, "reachable")).to_have_text("yes")
         expect(dd(page, "model")).to_have_text(str(tiny_models["llama"]))
         expect(dd(page, "slots")).to_have_text("3")

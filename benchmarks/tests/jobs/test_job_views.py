@@ -195,3 +195,21 @@ def test_the_job_page_says_how_requests_arrived_and_the_goodput_objectives(clien
     assert "goodput objectives TTFT ≤ 250.0 ms TPOT ≤ 40.5 ms" in text
     assert "100003" not in page and "100,003" not in page
     assert page.index(f"job-{job.pk}-rate2.0") < page.index(f"job-{job.pk}-rate0.5")
+
+
+def test_the_register_form_offers_the_catalogues_gpus_and_says_what_each_field_is_for(staff_client):
+    from sizing import catalogue
+
+    page = staff_client.get(reverse("server-new")).content.decode()
+    assert '<label for="id_api_key">API key:</label>' in page and "Api key" not in page
+    listed = re.search(r'<input[^>]*name="gpu"[^>]*list="([^"]+)"', page)
+    assert listed, "the GPU box has no datalist"
+    options = re.findall(
+        r'<option value="([^"]*)">', page.split(f'<datalist id="{listed.group(1)}">')[1].split("</datalist>")[0]
+    )
+    assert options == [g.name for g in catalogue.gpus().values()]
+    assert page.count('class="helptext"') == 7
+    other = staff_client.post(
+        reverse("server-new"), {"name": "box", "base_url": "http://127.0.0.1:9", "gpu": "MI300X (ours)"}
+    )
+    assert other.status_code == 302 and Server.objects.get().gpu == "MI300X (ours)"  # a name typed is kept as typed
