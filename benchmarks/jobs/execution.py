@@ -313,11 +313,13 @@ def _run_wave(
             if item is None:
                 break
             index, outcome = item
+            row = recorder.seq  # the request's number on the run page (#row + 1): the order it finished in
             recorder.store(index, outcome)
             _progress(job, outcome, wave)
             if outcome.at_error is not None:  # kept for the attribution, with only its mean gap
                 gaps = [statistics.fmean(outcome.itl_s)] if outcome.itl_s else None
-                overflowed.append((index, dataclasses.replace(outcome, itl_s=gaps, extra={})))
+                # named by its row, as the run page's table numbers it, not by the order it was sent in
+                overflowed.append((row, dataclasses.replace(outcome, itl_s=gaps, extra={})))
         if time.monotonic() >= next_beat:
             next_beat = time.monotonic() + heartbeat
             changes = {"n_running": wave.running, "live": wave.live(), "telemetry": wave.telemetry()}

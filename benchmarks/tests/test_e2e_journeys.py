@@ -34,8 +34,8 @@ from playwright.sync_api import Page, Response, expect
 from benchmarks.models import Job, Run, Server
 from benchmarks.tests.browser import Tab
 from benchmarks.tests.builders import DEMO_PATH
-from sizing import catalogue as sizing_catalogue
 from benchmarks.tests.real_parts import live_llama_server
+from sizing import catalogue as sizing_catalogue
 from sizing.models import SizingSnapshot
 
 pytestmark = [pytest.mark.browser, pytest.mark.llama_server, pytest.mark.django_db(transaction=True)]

@@ -45,9 +45,11 @@ def overflow(
 ) -> dict[str, Any] | None:
     """The first overflow of a shared pool in a wave, or None (per-slot caches, no such failure).
 
-    outcomes: (request index, Outcome) of the wave; pool: the series' pool dict (kind,
-    slots, slot_cells, pool_cells). The dict is the stored JSON's "overflow" (series.py),
-    sentence included: "pool_from" says where its size came from ("launch command", "/props",
+    outcomes: (the request's row in the run, Outcome) of the wave: a request is named by its row, as the
+    run page's table numbers the stored requests (#row + 1, the order they finished in), so that the
+    sentence's "requests 1, 2 and 3 held …" are the table's #1-#3, not the order they were sent in.
+    pool: the series' pool dict (kind, slots, slot_cells, pool_cells). The dict is the stored JSON's
+    "overflow" (series.py), sentence included: "pool_from" says where its size came from ("launch command", "/props",
     or None when unknown, with "pool_at_least" the cells the requests had written).
     """
     kind = pool.get("kind") if pool else None

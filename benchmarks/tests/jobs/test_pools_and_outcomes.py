@@ -400,3 +400,22 @@ def test_a_run_whose_requests_all_failed_says_why_it_has_no_throughput(client, f
     page = text(client.get(reverse("run-detail", args=[run.pk])))
     assert "aggregate throughput — (no request succeeded)" in page
     assert "output tokens not recorded" not in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_overflow_names_its_requests_as_the_run_pages_table_numbers_them():
+    # Sent first, the normal request streams 40 tokens (0.8 s); sent second, the other fails at its
+    # third token: it finishes first, and is #1 of the run page's table, which lists the order they finished in.
+    with PacedServer(max_hold_s=10.0) as paced:
+        server = Server.objects.create(name="paced", base_url=paced.url, launch_command="llama-server -c 1024")
+        params = {"prompts": ["normal", "error_event"], "n_predict": 40, "concurrency": 2, "requests": 2}
+        job = submit_job(server=server, params={**params, "timeout_s": 30})
+        execution.execute_job(job.pk, worker="test")
+    run = Job.objects.get(pk=job.pk).runs.get()
+    rows = list(run.requests.order_by("seq").values_list("seq", "ok", "extra"))
+    assert [(seq, ok, extra["index"]) for seq, ok, extra in rows] == [(0, False, 1), (1, True, 0)]
+    over = run.telemetry["overflow"]
+    assert [r["i"] for r in over["requests"]] == [0]
+    cells = rows[0][2]["at_error"]["cells"]
+    pool = f"the {over['pool_cells']:,}-cell pool"  # the fake's /props: 4 slots of 4,096
+    assert over["sentence"].startswith(f"At {over['t']:.2f} s {pool} was full: request 1 held {cells} cells;")

@@ -33,7 +33,7 @@ def test_a_shared_pool_fills_and_the_overflow_names_the_three_requests_and_their
     assert job.state == "succeeded", job.error
     assert job.telemetry is None  # the live copy is emptied at the end; the run keeps its own
     run = job.runs.get()
-    requests = list(run.requests.order_by("extra__index"))
+    requests = list(run.requests.order_by("seq"))  # the run page's table order: the overflow names them so
     assert [(r.http_status, r.error_type) for r in requests] == [(500, "context_exceeded")] * 3
     telemetry = run.telemetry
     assert telemetry is not None

@@ -39,8 +39,9 @@ def bench(url: str, *args: str) -> dict[str, Any]:
 
 
 def held(run: Run) -> list[dict[str, Any]]:
-    """Each request's own counts when its stream failed, in the order they were sent."""
-    return [r.extra["at_error"] for r in run.requests.order_by("extra__index")]
+    """Each request's own counts when its stream failed, in the run page's table order (the order they
+    finished in), as the overflow names them."""
+    return [r.extra["at_error"] for r in run.requests.order_by("seq")]
 
 
 def run_page(client: Any, run: Run) -> str:
