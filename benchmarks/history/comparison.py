@@ -32,7 +32,7 @@ class CompareRow:
         return list(zip(self.values, self.sources or [None] * len(self.values), strict=True))
 
 
-NOT_RECORDED = "not recorded"  # a value the run does not hold: never "—", "— – —" or "?"
+NOT_RECORDED = series_keys.NOT_RECORDED  # a value the run does not hold: never "—", "— – —" or "?"
 
 
 def fmt(value: Any, digits: int = 2, unit: str = "") -> str:

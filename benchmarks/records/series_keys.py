@@ -78,6 +78,14 @@ def _value(value: Any) -> str:
     return "?" if value is None or value == "" else str(value)
 
 
+NOT_RECORDED = "not recorded"
+
+
+def _difference(value: Any) -> str:
+    """A value as a like-with-like warning names it: a value no run recorded reads "not recorded", not "?"."""
+    return NOT_RECORDED if value is None or value == "" else _value(value)
+
+
 def key(row: Mapping[str, Any], fields: Iterable[str] = SERIES_FIELDS) -> tuple[Any, ...]:
     return tuple(map(row.get, fields))
 
@@ -136,7 +144,7 @@ def differences(rows: Iterable[Mapping[str, Any]], fields: Sequence[str]) -> dic
     found = {}
     if len(distinct) > 1:
         for field, column in zip(fields, zip(*distinct, strict=True), strict=True):
-            values = list(dict.fromkeys(map(_value, dict.fromkeys(column))))  # None and "" are both "?"
+            values = list(dict.fromkeys(map(_difference, dict.fromkeys(column))))  # None and "" alike
             if len(values) > 1:
                 found[FIELD_NAMES[field]] = values
     return found

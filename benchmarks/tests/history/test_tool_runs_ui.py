@@ -182,9 +182,12 @@ def test_compare_warns_when_the_runs_are_not_like_with_like(client: Client) -> N
     warning = html[html.index('id="like-with-like"') :]
     warning = warning[: warning.index("</div>")]
     assert "measured by different tools (vllm / guidellm / kvlab)" in warning
-    assert "of different configurations (engine vllm / ?" in warning
-    assert "server flags --max-num-seqs 64 / ?" in warning
-    assert "under different workloads (concurrency 16 / ?; request rate ? / 4.0; prompt tokens ? / 1000;" in warning
+    assert "of different configurations (engine vllm / not recorded" in warning
+    assert "server flags --max-num-seqs 64 / not recorded" in warning and "/ ?" not in warning
+    assert (
+        "under different workloads (concurrency 16 / not recorded; request rate not recorded / 4.0;"
+        " prompt tokens not recorded / 1000;" in warning
+    )
 
 
 def test_two_runs_of_one_tool_configuration_and_workload_compare_without_a_warning(client: Client) -> None:
@@ -273,7 +276,7 @@ def test_the_timeline_draws_summary_only_runs_with_the_tools_figures_and_its_hov
     (line,) = [t for t in tok_s["data"] if t["name"] == MODEL]
     assert "derived from vllm's figures" in line["hover_facts"]["sources"]
     # the line mixes engines, tools' configurations and workloads: the page says so
-    assert "engine ? / vllm;" in html and "server flags ? / --max-num-seqs 64" in html, html[
+    assert "engine not recorded / vllm;" in html and "server flags not recorded / --max-num-seqs 64" in html, html[
         html.find("mixed-warning") :
     ][:1500]
 
