@@ -79,7 +79,7 @@ FIELDS: list[tuple[str, str, Callable[[Run], str]]] = [
     ("Server", "parallel (-np)", lambda r: fmt(r.parallel)),
     ("Server", "unified KV", lambda r: fmt(r.kv_unified)),
     ("Server", "K / V cache type", lambda r: _pair(r.cache_type_k, r.cache_type_v, " / ")),
-    ("Server", "KV on GPU", lambda r: fmt(r.kv_offload)),
+    ("Server", "KV on GPU", lambda r: r.kv_on_gpu),
     ("Server", "flash attention", lambda r: fmt(r.flash_attn)),
     ("Server", "server flags", lambda r: fmt(r.server_flags)),
     ("Workload", "concurrency", lambda r: fmt(r.concurrency)),

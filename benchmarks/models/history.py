@@ -219,8 +219,34 @@ class Run(models.Model):
         return success_rate(self.n_ok, self.n_requests)
 
     @property
+    def kv_on_gpu(self) -> str:
+        """Where the run's KV cache was, in words: "yes" only for a run on a GPU; a run on the CPU alone
+        (-ngl 0, or no GPU recorded) reads n/a, not the llama-server default it never used."""
+        if self.kv_offload is False:
+            return "no (--no-kv-offload)"
+        if _no_gpu_layers(self.server_flags):
+            return "no (-ngl 0: every layer on the CPU)"
+        if not self.gpu:
+            return "n/a (no GPU recorded)"
+        return "yes" if self.kv_offload else "not recorded"
+
+    @property
+    def kv_on_gpu_short(self) -> str:
+        """kv_on_gpu in a table cell's word."""
+        return self.kv_on_gpu.split(" (")[0]
+
+    @property
     def outcome(self) -> str:
         return outcome_of(self.n_ok, self.n_requests, counts_reported=counts_reported(self.summary))
+
+
+_GPU_LAYERS = ("-ngl", "--n-gpu-layers", "--gpu-layers")
+
+
+def _no_gpu_layers(flags: str) -> bool:
+    """The server flags put no layer on a GPU (-ngl 0, or --n-gpu-layers=0)."""
+    words = flags.replace("=", " ").split() if flags else []
+    return any(w in _GPU_LAYERS and i + 1 < len(words) and words[i + 1] == "0" for i, w in enumerate(words))
 
 
 class RequestResult(models.Model):

@@ -216,3 +216,21 @@ def test_a_run_page_shows_latency_and_decode_distributions(client, import_bytes)
     ttft_row = page[page.index("<th>TTFT</th>") :].split("</tr>")[0]
     assert ">25<" in ttft_row and ">1.300 s<" in ttft_row and ">2.300 s<" in ttft_row  # mean, p90
     assert "decode tok/s (client)" in page and "(output tokens − 1) / (E2E − TTFT)" in page
+
+
+@pytest.mark.parametrize(
+    ("fields", "detail", "cell"),
+    [
+        ({"gpu": "", "kv_offload": True}, "n/a (no GPU recorded)", "n/a"),  # a CPU-only llama-server's job
+        ({"gpu": "RTX 4090", "kv_offload": True, "server_flags": "-ngl 0 -c 4096"}, "no (-ngl 0: every layer", "no"),
+        ({"gpu": "RTX 4090", "kv_offload": False}, "no (--no-kv-offload)", "no"),
+        ({"gpu": "RTX 4090", "kv_offload": True}, "yes", "yes"),
+        ({"gpu": "RTX 4090", "kv_offload": None}, "not recorded", "not recorded"),
+    ],
+)
+def test_kv_on_gpu_says_yes_only_for_a_run_on_a_gpu(client, fields, detail, cell):
+    run = Run.objects.create(key="r", model="tiny.gguf", n_requests=1, n_ok=1, **fields)
+    page = " ".join(client.get(reverse("run-detail", args=[run.pk])).content.decode().split())
+    assert f"<dt>KV on GPU</dt><dd>{detail}" in page
+    listed = " ".join(client.get(reverse("run-list")).content.decode().split())
+    assert re.search(rf'<td title="{re.escape(run.kv_on_gpu)}">{re.escape(cell)}</td>', listed)
