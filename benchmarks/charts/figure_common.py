@@ -83,3 +83,46 @@ def panel_note(text: str, xaxis: str, yaxis: str) -> dict[str, Any]:
         "showarrow": False,
         "font": {"color": NOTE_COLOR, "size": 14},
     }
+
+
+# Failed runs are drawn on one band under the plots of every chart (timeline, home, load curve), on the
+# shared x axis: a strip labelled "failed" with its own axis, never a place on a value axis, where a
+# cross at the bottom of an automatic range read as a measurement (108 tok/s on a tiny model's panel).
+FAIL_AXIS = "y20"  # the band's axis (a trace's "yaxis"; layout key "yaxis20")
+FAIL_Y = 0.5  # a failure's place within the band
+FAIL_BAND = 0.06  # the band's height, of the plot area
+FAIL_GAP = 0.04  # between the band and the lowest value panel
+
+
+def fail_trace(name: str, xs: list[Any], ids: list[Any], texts: list[str]) -> dict[str, Any]:
+    """Failed runs as red crosses on the failure band (with_fail_band puts the band in the layout)."""
+    return {
+        **marker_trace(name, xs, [FAIL_Y] * len(xs), ids, texts, "x", FAIL_COLOR),
+        "yaxis": FAIL_AXIS,
+        "cliponaxis": False,
+    }
+
+
+def with_fail_band(figure: dict[str, Any]) -> dict[str, Any]:
+    """The figure with its failure band, when a trace is on it: the value axes' domains moved up over the
+    band, the band's axis (fixed range, one tick reading "failed"), and the x axis drawn under the band."""
+    if not any(t.get("yaxis") == FAIL_AXIS for t in figure["data"]):
+        return figure
+    layout = figure["layout"]
+    above, scale = FAIL_BAND + FAIL_GAP, 1 - FAIL_BAND - FAIL_GAP
+    for key in [k for k in layout if k.startswith("yaxis")]:
+        lo, hi = layout[key].get("domain", [0, 1])
+        layout[key] = {**layout[key], "domain": [round(above + lo * scale, 4), round(above + hi * scale, 4)]}
+    layout["yaxis" + FAIL_AXIS[1:]] = {
+        "domain": [0, FAIL_BAND],
+        "range": [0, 1],
+        "fixedrange": True,
+        "tickvals": [FAIL_Y],
+        "ticktext": ["failed"],
+        "tickfont": {"color": FAIL_COLOR},
+        "showgrid": False,
+        "zeroline": False,
+        "anchor": "x",
+    }
+    layout["xaxis"] = {**layout.get("xaxis", {}), "anchor": FAIL_AXIS}
+    return figure

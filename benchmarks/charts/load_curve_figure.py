@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import series_keys
-from .figure_common import FAIL_COLOR, literal, marker_trace, panel_note, rounded
+from .figure_common import fail_trace, literal, panel_note, rounded, with_fail_band
 
 # held fixed along a curve: GPU first, prompt and n_predict last; the tool too (tools time requests their own way)
 CURVE_FIELDS = ("gpu", "engine", "tool", "server_flags", *series_keys.FLAG_FIELDS, "prompt_tokens_max", "n_predict_max")
@@ -163,23 +163,10 @@ def load_curve(drawn: Sequence[Curve], x_name: str = "concurrency") -> dict[str,
             )
     failed = [(c, x) for c in drawn for x in c.failed_levels]
     if failed:
-        traces.append(
-            {
-                **marker_trace(
-                    "every run failed",
-                    [x for _, x in failed],
-                    [0] * len(failed),
-                    [None] * len(failed),
-                    [f"{literal(c.name)}: every run at {x_word} {x:g} failed" for c, x in failed],
-                    "x",
-                    FAIL_COLOR,
-                ),
-                "yaxis": "y2",
-                "cliponaxis": False,
-            }
-        )
+        texts = [f"{literal(c.name)}: every run at {x_word} {x:g} failed" for c, x in failed]
+        traces.append(fail_trace("every run failed", [x for _, x in failed], [None] * len(failed), texts))
     layout["annotations"] = annotations
-    return {"data": traces, "layout": layout}
+    return with_fail_band({"data": traces, "layout": layout})
 
 
 def _curve_sources(curve: Curve) -> list[str]:

@@ -13,14 +13,15 @@ from ..records import series_keys, sources
 from ..records.catalogue import Metric
 from ..records.outcomes import FAILED, outcome_of
 from .figure_common import (
-    FAIL_COLOR,
     NOTE_COLOR,
     WEBGL_POINTS,
+    fail_trace,
     group_name,
     literal,
     marker_trace,
     plotly_time,
     rounded,
+    with_fail_band,
 )
 
 # Past this many changes of configuration (or of workload) in one chart, a marker per change is noise
@@ -95,7 +96,7 @@ def timeline(
         "legend": {"orientation": "h"},
         "annotations": [mixed_note(mixed, n_groups)] if mixed else [],
     }
-    return {"data": traces, "layout": layout}
+    return with_fail_band({"data": traces, "layout": layout})
 
 
 def timeline_reduced(
@@ -154,8 +155,6 @@ def timeline_reduced(
                 "connectgaps": False,
             }
         )
-    values = [y for t in traces for y in t["reduced"]["lo"] if y is not None]
-    floor = min(values) if values else 0
     if failed:
         middle = [datetime.fromtimestamp((row["start"] + row["end"]) // 2, UTC) for _, row in failed]
         texts = [
@@ -164,9 +163,7 @@ def timeline_reduced(
             for name, row in failed
         ]
         starts = [row["start"] for _, row in failed]
-        marks = marker_trace(
-            "failed runs", [plotly_time(m) for m in middle], [floor] * len(failed), starts, texts, "x", FAIL_COLOR
-        )
+        marks = fail_trace("failed runs", [plotly_time(m) for m in middle], starts, texts)
         traces.append({**marks, "reduced": {"end": [row["end"] for _, row in failed]}})
     layout = {
         "xaxis": {"title": {"text": "run start (UTC)"}, "type": "date"},
@@ -176,7 +173,7 @@ def timeline_reduced(
         "legend": {"orientation": "h"},
         "annotations": [],
     }
-    return {"data": traces, "layout": layout}
+    return with_fail_band({"data": traces, "layout": layout})
 
 
 def _between(start: int, end: int) -> str:
@@ -238,7 +235,7 @@ def timeline_by_model(
     layout["annotations"] = annotations
     if len(shown) > 1:
         layout["height"] = 240 * len(shown) + 120
-    return {"data": traces, "layout": layout}, models[max_panels:]
+    return with_fail_band({"data": traces, "layout": layout}), models[max_panels:]
 
 
 def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: str) -> tuple[list[dict[str, Any]], int]:
@@ -328,13 +325,14 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
     values = [y for t in traces for y in t["y"] if y is not None]
     floor = min(values) if values else 0
     extra = []
-    if fail_x:
-        extra.append(marker_trace("failed runs", fail_x, [floor] * len(fail_x), fail_ids, fail_text, "x", FAIL_COLOR))
     for kind, lines in changes.items():
         if lines:
             extra.append(_change_markers(kind, lines, floor))
     for trace in extra:
         trace.update(yaxis=yaxis, legendgroup=trace["name"], showlegend=yaxis == "y")
+    if fail_x:  # on the failure band, the figure's one for every panel
+        extra.append({**fail_trace("failed runs", fail_x, fail_ids, fail_text), "legendgroup": "failed runs"})
+        extra[-1]["showlegend"] = yaxis == "y"
     return traces + extra, n_groups
 
 

@@ -290,6 +290,35 @@ def test_the_home_page_draws_failures_by_day_and_a_panel_per_model(tab: Tab, dem
     tab.assert_no_errors()
 
 
+BAND = """([sel, name]) => { const el = document.querySelector(sel), l = el._fullLayout;
+    const failed = el._fullData.find(t => t.name === name);
+    const values = Object.keys(l).filter(k => /^yaxis\\d*$/.test(k) && k !== "yaxis20").map(k => l[k].domain);
+    return {axis: failed.yaxis, y: Array.from(failed.y), band: l.yaxis20.domain, values,
+            ticks: Array.from(el.querySelectorAll(".y20tick text"), t => t.textContent),
+            xAnchor: l.xaxis.anchor}; }"""
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "plot", "name"),
+    [
+        ("/", {}, "#trend-figure-plot", "failed runs"),
+        ("/charts/timeline/", {"metric": "tok_s"}, "#timeline-figure-plot", "failed runs"),
+        ("/charts/load/", {}, "#load-figure-plot", "every run failed"),
+    ],
+    ids=["home", "timeline", "load curve"],
+)
+def test_failed_runs_are_drawn_on_one_labelled_band_under_the_value_axes(
+    tab: Tab, demo: dict[str, Run], path: str, params: dict, plot: str, name: str
+) -> None:
+    tab.open(path, params)
+    tab.wait_for_plot(plot)
+    drawn = tab.evaluate(BAND, [plot, name])
+    assert drawn["axis"] == "y20" and set(drawn["y"]) == {0.5}  # never a place on a value axis
+    assert drawn["ticks"] == ["failed"] and drawn["xAnchor"] == "y20"  # labelled; the x axis under it
+    assert all(drawn["band"][1] < lo for lo, _ in drawn["values"]), drawn  # below every value panel
+    tab.assert_no_errors()
+
+
 def test_the_load_curve_draws_one_curve_per_configuration(tab: Tab, demo: dict[str, Run]) -> None:
     tab.open("/charts/load/")  # the history's one model: the page opens on its curves, the form showing it
     model = demo["orig-x3"].model
