@@ -29,6 +29,7 @@ from . import (
     downloads,
     figure_common,
     home_figure,
+    home_story,
     load_curves,
     timeline_data,
     timeline_figure,
@@ -153,6 +154,7 @@ def home(request: HtmxHttpRequest) -> HttpResponse:
     failure_figure = home_figure.failures_by_day(failures) if failures else None
     context = {
         "latest": latest,
+        "story": home_story.story(),
         "trend": trend,
         "hidden_models": hidden_models,
         "trend_mixed": series.mixed_groups(trend_rows, lambda row: f"{row['label'] or '(none)'} ({row['model']})"),

@@ -283,12 +283,12 @@ PAGES = [
         lambda h: [f"log of flag set {p}" for p in range(h.size)],
         htmx=True,
     ),
-    # the latest runs (the newest one's start ends the failure chart's 30 days); failures per day;
-    # the trend's points; session, user
+    # the latest runs (the newest one's start ends the failure chart's 30 days); the story's latest runs
+    # (at most home_story.STORY_RUNS); failures per day; the trend's points; session, user
     Page(
         "home",
         lambda h: reverse("home"),
-        5,
+        6,
         lambda h: [*_run_links(h), 'id="trend-figure"', 'id="failures-figure"'],
     ),
     # the model, GPU and label choices (only when the form is drawn: the newest run, their count on a cold

@@ -240,6 +240,18 @@ def test_the_home_page_draws_the_decode_trend(tab: Tab, demo: dict[str, Run]) ->
     tab.assert_no_errors()
 
 
+def test_the_home_page_reads_as_the_investigation(tab: Tab, demo: dict[str, Run]) -> None:
+    tab.open("/")
+    steps = tab.do(lambda page: page.locator("#story li").all_inner_texts())
+    assert [" ".join(s.split()[:5]) for s in steps] == [
+        "original: 0/3 ok, failed 2026-09-18",
+        "C2: 3/3 ok, 2.15 tok/s",
+        "C3P: 2/2 ok, 26.30 tok/s",
+    ]
+    tab.screenshot("home")
+    tab.assert_no_errors()
+
+
 def test_the_home_page_draws_failures_by_day_and_a_panel_per_model(tab: Tab, demo: dict[str, Run]) -> None:
     # Recent runs (the failure chart covers 30 days) of a model 80 times faster than the demo's.
     now = timezone.now().replace(microsecond=0)

@@ -367,3 +367,11 @@ def test_compare_names_every_value_of_the_runs_it_compares(client, import_bytes)
     ids = list(Run.objects.order_by("pk").values_list("pk", flat=True))
     page = client.get(reverse("chart-compare"), {"run": ids}).content.decode()
     assert "Configurations compared: model m0.gguf / m1.gguf / m2.gguf / m3.gguf / m4.gguf / m5.gguf." in page
+
+
+def test_home_tells_the_investigations_story_in_the_order_it_was_tried(client, investigation):
+    page = " ".join(client.get(reverse("home")).content.decode().split())
+    story = re.search(r'<ol class="story">(.*?)</ol>', page)
+    assert story, "no story on home"
+    steps = re.sub(r"<[^>]+>", "", story.group(1)).replace(" 2026-09-18", " @")
+    assert steps == "original: 0/3 ok, failed @ 19:20C2: 3/3 ok, 2.15 tok/s @ 20:14C3P: 2/2 ok, 26.30 tok/s @ 21:04"
