@@ -124,6 +124,11 @@ def _rate(t: Sequence[float], tokens: Sequence[float | None]) -> list[float | No
     return rates
 
 
+# Each slot's line: three slots holding the same cells draw one line on another, so each is narrower than
+# the one before and dashed its own way: every one shows (solid under dashes under dots).
+SLOT_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
 def _line(
     name: str, x: Sequence[float], y: Sequence[float | None], yaxis: str, unit: str, **style: Any
 ) -> dict[str, Any]:
@@ -222,8 +227,9 @@ def figure(telemetry: Any) -> dict[str, Any] | None:
     data: list[dict[str, Any]] = []
     shapes: list[dict[str, Any]] = []
     notes: list[dict[str, Any]] = []
-    for s in sorted(shown):
-        data.append(_line(f"slot {s}: cells held", t, _thin(slots[s], buckets), "y", "cells"))
+    for k, s in enumerate(sorted(shown)):  # slots whose lines coincide stay apart: wider first, each its own dash
+        style = {"dash": SLOT_DASHES[k % len(SLOT_DASHES)], "width": max(1.5, 5.0 - 1.2 * k)}
+        data.append(_line(f"slot {s}: cells held", t, _thin(slots[s], buckets), "y", "cells", line=style))
     if slots and kind != "per-slot":
         name = "pool: cells held (all slots)" if kind == "shared" else "all slots: cells held"
         data.append(_line(name, t, _thin(total, buckets), "y", "cells", line={"color": "#000000", "width": 2.5}))

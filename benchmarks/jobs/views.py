@@ -214,6 +214,10 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     runs = list(job.runs.only("pk", "key", "n_ok", "n_requests", "job_id").order_by("pk"))  # in the order they ran
     template = "benchmarks/job_detail.html#progress" if request.htmx else "benchmarks/job_detail.html"
     context = {"job": job, "runs": runs, "may_cancel": job.may_cancel(request.user)}
+    if job.finished and not job.telemetry and runs:  # the live chart stays: the last run's own series
+        context["kept"] = (
+            job.runs.filter(telemetry__isnull=False).order_by("-pk").values("pk", "key", "telemetry").first()
+        )
     return render(request, template, context)
 
 

@@ -176,13 +176,16 @@ def test_a_real_job_page_draws_the_slots_filling_while_it_runs(
     assert Job.objects.get(pk=job.pk).state == "succeeded"
     tab.do(lambda page: expect(page.locator("#progress .verdict")).to_contain_text("Ran: completed"))
     assert tab.evaluate("window.__marker") == "live", "the page was reloaded: not an htmx update"
-    # the job's live series is emptied at its end: the page says where the chart lives now
-    tab.do(
-        lambda page: expect(page.locator("#telemetry-moved")).to_contain_text("Each run's page keeps its KV pool chart")
-    )
-    tab.assert_no_errors()
+    # the job's live series is emptied at its end; the chart stays, drawn from the run's own series
+    tab.do(lambda page: expect(page.locator("#telemetry-kept")).to_contain_text("The KV pool as the job ended: run"))
+    tab.wait_for_plot(PLOT)
     run = Run.objects.filter(job=job).first()
     assert run is not None and run.telemetry and run.telemetry["peak"]["slots"]
+    kept = drawn(tab)
+    assert "slot 0: cells held" in kept["names"]
+    assert max(max(v for v in y if v is not None) for y in kept["ys"][:3]) == max(run.telemetry["peak"]["slots"])
+    tab.screenshot("telemetry-job-ended-real")
+    tab.assert_no_errors()
     tab.open(f"/runs/{run.pk}/")
     tab.wait_for_plot(PLOT)
     assert max(max(v for v in y if v is not None) for y in drawn(tab)["ys"][:3]) == max(run.telemetry["peak"]["slots"])

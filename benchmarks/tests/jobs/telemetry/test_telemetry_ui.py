@@ -93,6 +93,17 @@ def test_the_figure_draws_each_slot_the_pool_against_its_capacity_and_the_overfl
     assert figure["layout"]["yaxis3"]["overlaying"] == "y2"
 
 
+def test_slots_whose_lines_coincide_stay_distinguishable():
+    same = copy.deepcopy(SHARED)
+    same["cells"] = [list(same["cells"][0]) for _ in same["cells"]]  # every slot held the same cells throughout
+    slots = [t for t in charts.figure(same)["data"] if t["name"].startswith("slot ")]
+    assert len(slots) == len(same["cells"]) > 1
+    styles = [(t["line"]["dash"], t["line"]["width"]) for t in slots]
+    assert len({dash for dash, _ in styles}) == len(slots)  # each its own dash
+    widths = [width for _, width in styles]
+    assert widths == sorted(widths, reverse=True) and len(set(widths)) == len(slots)  # the first under the rest
+
+
 def test_a_per_slot_pool_draws_each_slot_capacity_and_gpu_memory_and_no_pool_sum():
     figure = charts.figure(PER_SLOT)
     names = [trace["name"] for trace in figure["data"]]
