@@ -435,3 +435,26 @@ def test_a_zoom_in_the_browser_survives_a_filter_change(tab: Tab, demo: dict[str
     shown = tab.evaluate("sel => document.querySelector(sel)._fullLayout.xaxis.range", "#timeline-figure-plot")
     assert tab.query().get("x0") == ["2026-09-18 19:00:00"], f"the zoom was lost: the chart now shows {shown}"
     assert shown[0].replace("T", " ").startswith("2026-09-18 19:00")
+
+
+LAYOUT = """() => { const h = document.querySelector("header.top"), n = h.querySelector("nav");
+    const hb = h.getBoundingClientRect(), nb = n.getBoundingClientRect();
+    const cut = Array.from(document.querySelectorAll("main p, main h1, main h2, .plot"))
+        .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1).map(e => e.id || e.tagName);
+    return {scroll: document.documentElement.scrollWidth, width: window.innerWidth,
+            nav_inside: nb.bottom <= hb.bottom + 1 && nb.right <= window.innerWidth + 1, cut}; }"""
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_every_page_holds_its_layout_at_a_desktop_and_a_phone_width(tab: Tab, demo: dict[str, Run], width: int) -> None:
+    tab.do(lambda page: page.set_viewport_size({"width": width, "height": 900}))
+    for path in ("/", "/runs/", "/charts/timeline/", "/charts/load/", "/charts/regressions/", "/sizing/"):
+        tab.open(path)
+        tab.do(lambda page: page.wait_for_load_state("networkidle"))
+        layout = tab.evaluate(LAYOUT)
+        assert layout["scroll"] <= layout["width"], (path, layout)  # nothing spills sideways: tables scroll in place
+        assert layout["nav_inside"], (path, layout)  # the navigation stays in the header
+        assert layout["cut"] == [], (path, layout)  # no heading, note or chart cut at the edge
+        if width == 390:
+            tab.screenshot(f"phone-{path.strip('/').replace('/', '-') or 'home'}")
+    tab.assert_no_errors()
