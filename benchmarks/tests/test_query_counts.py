@@ -272,7 +272,7 @@ PAGES = [
         lambda h: reverse("sweep-detail", args=[h.sweeps[0].pk]),
         6,
         lambda h: (
-            [f"llama-server -c {1024 * (p + 1)}</code>" for p in range(h.size)]
+            [f'<span class="flag">-c {1024 * (p + 1)}</span></code>' for p in range(h.size)]
             + ["on host-0", "Compare chart of the sweep's runs"]
         ),
     ),
