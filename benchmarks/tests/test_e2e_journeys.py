@@ -260,7 +260,7 @@ def test_a_staff_user_goes_from_import_to_a_shared_sizing_snapshot(
     journey.checkpoint("4a-job")
 
     def open_run(page: Page) -> None:
-        page.locator("#progress a[href^='/runs/']").click()
+        page.locator("#progress p.run a[href^='/runs/']").click()
         page.wait_for_url(re.compile(r"/runs/\d+/$"))
         expect(dd(page, "success rate")).to_contain_text("3 / 3")
 
