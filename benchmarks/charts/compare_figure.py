@@ -4,6 +4,7 @@ strips. Pure: rows in, a Plotly figure dict out.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -15,6 +16,13 @@ from .figure_common import FAIL_COLOR, NOTE_COLOR, literal, panel_note, rounded
 # The compare chart's strips draw each point up to this many in all; past it each box only its points beyond the
 # whiskers: a point is an SVG node to paint (10,000 took Chromium 1.3-2.6 s here, their boxes and outliers 0.4-0.8 s).
 DRAWN_STRIP_POINTS = 1000
+
+# The metrics' panels stand two to a row over the strips, each named above it (a y title in a narrow
+# panel ran over the next one), its runs ticked by number: run 1, 2, 3 as the strips' axis names them
+# (rotated names ran into the y ticks and under the neighbouring panel). Fractions of the plot area.
+COLUMNS = ((0.0, 0.44), (0.56, 1.0))
+STRIPS = (0.0, 0.26)
+METRICS_FROM, ROW_GAP = 0.35, 0.075
 
 
 def compare(
@@ -63,8 +71,10 @@ def compare(
             bars["textposition"] = "none"
             bars["hovertemplate"] = "%{x}<br>" + metric.label + ": %{y}<br>%{text}<extra></extra>"
         traces.append(bars)
-        layout[f"xaxis{i}"] = {"tickangle": -30, "type": "category", "categoryorder": "array", "categoryarray": names}
-        layout[f"yaxis{i}"] = {"title": {"text": metric.label}, "rangemode": "tozero", "domain": [0.58, 1]}
+        x_domain, y_domain = _metric_domains(i, panels)
+        layout[f"xaxis{i}"] = {**_run_ticks(names, numbered=True), "domain": x_domain, "anchor": f"y{i}"}
+        layout[f"yaxis{i}"] = {"rangemode": "tozero", "domain": y_domain, "anchor": f"x{i}"}
+        annotations.append(_panel_title(metric.label, f"x{i}", f"y{i}"))
         if all(v is None for v in values):
             annotations.append(panel_note("not recorded", f"x{i}", f"y{i}"))
             _hide_axes(layout, i)
@@ -85,7 +95,7 @@ def compare(
                         "x": [names[j] for j in zero],
                         "y": [0] * len(zero),
                         "customdata": [runs[j]["pk"] for j in zero],
-                        "text": [f"0 % ({runs[j]['n_ok']}/{runs[j]['n_requests']} ok)" for j in zero],
+                        "text": [f"0 %<br>({runs[j]['n_ok']}/{runs[j]['n_requests']} ok)" for j in zero],
                         "textposition": "top center",
                         "textfont": {"color": FAIL_COLOR},
                         "marker": {
@@ -139,24 +149,55 @@ def compare(
             note = _bar_note(text, name, f"x{box}", f"y{box} domain", FAIL_COLOR if run_failed else NOTE_COLOR)
             annotations.append({**note, "y": 0.5, "textangle": 0})
     layout[f"xaxis{box}"] = {
+        **_run_ticks(names, numbered=False),
         "domain": [0, 1],
         "anchor": f"y{box}",
-        "type": "category",
-        "categoryorder": "array",
-        "categoryarray": names,  # a failed run keeps its (empty) place
+        "automargin": True,
     }
-    strips = "per-request decode tok/s (ok requests" + (", a sample)" if any(sampled) else ")")
-    layout[f"yaxis{box}"] = {"domain": [0, 0.42], "title": {"text": strips}}
+    strips = "per-request decode tok/s<br>(ok requests" + (", a sample)" if any(sampled) else ")")
+    layout[f"yaxis{box}"] = {"domain": list(STRIPS), "anchor": f"x{box}", "title": {"text": strips}}
     if not any(per_run.values()):
         annotations.append(panel_note("not recorded", f"x{box}", f"y{box}"))
         _hide_axes(layout, box)
-    layout.update(
-        grid={"rows": 2, "columns": panels, "pattern": "independent"},
-        margin={"t": 40},
-        height=720,
-        annotations=annotations,
-    )
+    layout.update(margin={"t": 40, "l": 60, "r": 20}, height=980, annotations=annotations)
     return {"data": traces, "layout": layout}
+
+
+def _metric_domains(i: int, panels: int) -> tuple[list[float], list[float]]:
+    """Panel i's place (1-based): two to a row, from the top, over the strips."""
+    rows = -(-panels // len(COLUMNS))
+    height = (1 - METRICS_FROM - ROW_GAP * (rows - 1)) / rows
+    row, column = divmod(i - 1, len(COLUMNS))
+    top = 1 - row * (height + ROW_GAP)
+    return list(COLUMNS[column]), [round(top - height, 4), round(top, 4)]
+
+
+def _run_ticks(names: list[str], *, numbered: bool) -> dict[str, Any]:
+    """A category axis of the runs in their order (a failed run keeps its empty place), ticked by each run's
+    number, or on the strips by number and name: the key to the panels' numbers."""
+    return {
+        "type": "category",
+        "categoryorder": "array",
+        "categoryarray": names,
+        "tickmode": "array",
+        "tickvals": names,
+        "ticktext": [str(n) if numbered else f"{n} · {name}" for n, name in enumerate(names, start=1)],
+        "tickangle": 0 if numbered else "auto",
+    }
+
+
+def _panel_title(text: str, xaxis: str, yaxis: str) -> dict[str, Any]:
+    """A metric panel's name over it, on lines of up to 18 characters: a panel is 120 px wide on a phone."""
+    return {
+        "text": "<br>".join(f"<b>{line}</b>" for line in textwrap.wrap(text, 18)),
+        "xref": f"{xaxis} domain",
+        "yref": f"{yaxis} domain",
+        "x": 0,
+        "y": 1.02,
+        "xanchor": "left",
+        "yanchor": "bottom",
+        "showarrow": False,
+    }
 
 
 def _bar_note(text: str, category: str, xaxis: str, yaxis: str, color: str) -> dict[str, Any]:

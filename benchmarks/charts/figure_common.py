@@ -56,6 +56,37 @@ def plotly_time(value: datetime | str) -> str:
     return value.isoformat(timespec="seconds")[:19] if isinstance(value, datetime) else value
 
 
+# Every chart's legend stands above its plots, left-aligned: Plotly's horizontal legend sits just under
+# the plot area by default, over the x axis's title and dates (a 31-entry one covered both), and it
+# widens the top margin for a legend above (charts.js's fitLegend grows the figure when the margin cannot
+# hold it: a phone wraps ten entries to five rows). Past 200 px (ten rows) the legend scrolls.
+LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom", "maxheight": 200}
+
+
+def legend_with_note(note: str | None) -> dict[str, Any]:
+    """The legend, headed by a warning when there is one: it stands in the legend's place, never over an
+    axis or another note, and a saved PNG carries it (the legend is shown whenever it has a note)."""
+    if not note:
+        return LEGEND
+    return {**LEGEND, "title": {"text": note, "side": "top", "font": {"color": NOTE_COLOR}}}
+
+
+def panel_label(text: str, yaxis: str) -> dict[str, Any]:
+    """A panel's name (a model's file), at the top left inside its panel: above it would meet the legend
+    or the panel over it."""
+    return {
+        "text": f"<b>{text}</b>",
+        "xref": "paper",
+        "yref": f"{yaxis} domain",
+        "x": 0.005,
+        "y": 0.98,
+        "xanchor": "left",
+        "yanchor": "top",
+        "showarrow": False,
+        "bgcolor": "rgba(255, 255, 255, 0.8)",
+    }
+
+
 def marker_trace(
     name: str, xs: list[Any], ys: list[Any], ids: list[Any], texts: list[str], symbol: str, color: str
 ) -> dict[str, Any]:

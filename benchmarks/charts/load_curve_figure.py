@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import series_keys
-from .figure_common import fail_trace, literal, panel_note, rounded, with_fail_band
+from .figure_common import LEGEND, fail_trace, literal, panel_note, rounded, with_fail_band
 
 # held fixed along a curve: GPU first, prompt and n_predict last; the tool too (tools time requests their own way)
 CURVE_FIELDS = ("gpu", "engine", "tool", "server_flags", *series_keys.FLAG_FIELDS, "prompt_tokens_max", "n_predict_max")
@@ -92,14 +92,15 @@ def load_curve(drawn: Sequence[Curve], x_name: str = "concurrency") -> dict[str,
     x_word = "concurrency" if x_name == "concurrency" else "request rate"
     notes = [_curve_sources(curve) for curve in drawn]  # per curve, whose figures its points are (or none)
     timed = any(p["ttft_p95"] is not None for c in drawn for p in c.points)
-    panels = [("aggregate throughput (tok/s)", "throughput"), ("per-request decode tok/s", "tok_s")]
+    # axis titles on two lines: one would run past a short panel (a "not recorded" one on a phone)
+    panels = [("aggregate throughput<br>(tok/s)", "throughput"), ("per-request<br>decode tok/s", "tok_s")]
     if timed:  # no panel of arbitrary ticks when nothing was timed
         panels.append(("TTFT p95 (s)", "ttft_p95"))
     recorded = [any(p[column] is not None for c in drawn for p in c.points) for _, column in panels]
     weights = [1 if r else 0.35 for r in recorded]  # a panel that only says "not recorded" needs little room
     gap = 0.08
     unit = (1 - gap * (len(panels) - 1)) / sum(weights)
-    layout: dict[str, Any] = {"legend": {"orientation": "h"}, "margin": {"t": 30}, "height": 260 * len(panels) + 160}
+    layout: dict[str, Any] = {"legend": LEGEND, "margin": {"t": 30}, "height": 260 * len(panels) + 160}
     annotations: list[dict[str, Any]] = []
     traces: list[dict[str, Any]] = []
     xs = [x for c in drawn for x in c.levels]
@@ -134,7 +135,7 @@ def load_curve(drawn: Sequence[Curve], x_name: str = "concurrency") -> dict[str,
                     "y": [rounded(p[column]) for p in curve.points],
                     "yaxis": axis,
                     "line": {"color": COLORS[n % len(COLORS)]},
-                    "hovertemplate": f"{x_word} %{{x}}<br>{title}: %{{y}}"
+                    "hovertemplate": f"{x_word} %{{x}}<br>{title.replace('<br>', ' ')}: %{{y}}"
                     + ("<br>%{text}" if notes[n] else "")
                     + f"<extra>{name}</extra>",
                     **({"text": notes[n]} if notes[n] else {}),

@@ -17,13 +17,14 @@ from .figure_common import FAIL_COLOR, literal
 
 FIGURE_ROWS = 25  # the worst regressions drawn; the table lists up to MAX_REGRESSIONS_SHOWN
 BAND_COLOR = "#c9d4e0"
-ROW_PX = 28
+ROW_PX = 40
 
 
 def baseline_bands(found: Sequence[Any], thresholds: Mapping[str, float]) -> dict[str, Any]:
     """The figure of the regressions found (regression_views.Regression), worst first, as Plotly's JSON."""
     rows = list(found[:FIGURE_ROWS])
-    names = [f"{literal(r.group)} · {literal(r.metric.label)} ({i + 1})" for i, r in enumerate(rows)]
+    # the group over the metric: on one line the names took a phone's width from the plot
+    names = [f"{literal(r.group)}<br>{literal(r.metric.label)} ({i + 1})" for i, r in enumerate(rows)]
     band = [
         200 * r.spread / abs(r.baseline) if r.spread is not None and r.baseline else None for r in rows
     ]  # ± 2 spreads, in % of the median
@@ -71,7 +72,7 @@ def baseline_bands(found: Sequence[Any], thresholds: Mapping[str, float]) -> dic
             "showlegend": True,
             "legend": {"orientation": "h", "x": 0, "y": 1, "yanchor": "bottom"},  # above the plot, clear of the x title
             "xaxis": {
-                "title": {"text": "change from the baseline median (%), worse to the left", "standoff": 4},
+                "title": {"text": "% from the baseline median<br>(worse to the left)", "standoff": 4},
                 "zeroline": True,
                 "ticksuffix": " %",
             },

@@ -13,12 +13,14 @@ from ..records import series_keys, sources
 from ..records.catalogue import Metric
 from ..records.outcomes import FAILED, outcome_of
 from .figure_common import (
-    NOTE_COLOR,
+    LEGEND,
     WEBGL_POINTS,
     fail_trace,
     group_name,
+    legend_with_note,
     literal,
     marker_trace,
+    panel_label,
     plotly_time,
     rounded,
     with_fail_band,
@@ -55,20 +57,10 @@ def _describe_change(before: Mapping[str, Any], after: Mapping[str, Any], fields
     )
 
 
-def mixed_note(mixed: Sequence[series_keys.Mixed], n_groups: int) -> dict[str, Any]:
-    """A warning written into the figure itself, so that a saved PNG carries it too."""
+def mixed_note(mixed: Sequence[series_keys.Mixed], n_groups: int) -> str:
+    """A warning written into the figure itself (the legend's title), so that a saved PNG carries it too."""
     some = "every line mixes" if len(mixed) == n_groups else f"{len(mixed)} of {n_groups} lines mix"
-    return {
-        "text": f"⚠ {some} configurations or workloads: not like for like",
-        "xref": "paper",
-        "yref": "paper",
-        "x": 0,
-        "y": 1,
-        "xanchor": "left",
-        "yanchor": "bottom",
-        "showarrow": False,
-        "font": {"color": NOTE_COLOR},
-    }
+    return f"⚠ {some} configurations or workloads:<br>not like for like"
 
 
 def mixed_lines(rows: Iterable[Mapping[str, Any]], grouping: str) -> list[series_keys.Mixed]:
@@ -92,9 +84,9 @@ def timeline(
         "xaxis": {"title": {"text": "run start (UTC)"}, "type": "date"},
         "yaxis": {"title": {"text": metric.label}, "rangemode": "tozero" if metric.key == "success" else "normal"},
         "hovermode": "closest",
-        "margin": {"t": 40},
-        "legend": {"orientation": "h"},
-        "annotations": [mixed_note(mixed, n_groups)] if mixed else [],
+        "margin": {"t": 20},
+        "legend": legend_with_note(mixed_note(mixed, n_groups) if mixed else None),
+        "showlegend": True,
     }
     return with_fail_band({"data": traces, "layout": layout})
 
@@ -169,9 +161,8 @@ def timeline_reduced(
         "xaxis": {"title": {"text": "run start (UTC)"}, "type": "date"},
         "yaxis": {"title": {"text": metric.label}, "rangemode": "tozero" if metric.key == "success" else "normal"},
         "hovermode": "closest",
-        "margin": {"t": 40},
-        "legend": {"orientation": "h"},
-        "annotations": [],
+        "margin": {"t": 20},
+        "legend": LEGEND,
     }
     return with_fail_band({"data": traces, "layout": layout})
 
@@ -199,7 +190,7 @@ def timeline_by_model(
     gap = 0.12 if len(shown) > 1 else 0
     height = (1 - gap * (len(shown) - 1)) / len(shown)
     traces: list[dict[str, Any]] = []
-    layout: dict[str, Any] = {"hovermode": "closest", "margin": {"t": 40}, "legend": {"orientation": "h"}}
+    layout: dict[str, Any] = {"hovermode": "closest", "margin": {"t": 20}, "showlegend": True}
     annotations: list[dict[str, Any]] = []
     all_mixed: list[series_keys.Mixed] = []
     n_groups = 0
@@ -217,21 +208,9 @@ def timeline_by_model(
             "rangemode": "tozero",
         }
         if len(shown) > 1:
-            annotations.append(
-                {
-                    "text": f"<b>{literal(model)}</b>",
-                    "xref": "paper",
-                    "yref": f"y{axis} domain",
-                    "x": 0,
-                    "y": 1,
-                    "xanchor": "left",
-                    "yanchor": "bottom",
-                    "showarrow": False,
-                }
-            )
+            annotations.append(panel_label(literal(model), f"y{axis}"))
     layout["xaxis"] = {"type": "date", "anchor": f"y{'' if len(shown) == 1 else len(shown)}"}
-    if all_mixed:
-        annotations.append({**mixed_note(all_mixed, n_groups), "y": 1.0, "x": 1, "xanchor": "right"})
+    layout["legend"] = legend_with_note(mixed_note(all_mixed, n_groups) if all_mixed else None)
     layout["annotations"] = annotations
     if len(shown) > 1:
         layout["height"] = 240 * len(shown) + 120
@@ -272,7 +251,7 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
             if fail:
                 fail_x.append(when)
                 fail_ids.append(row["pk"])
-                fail_text.append(f"{name}: {literal(row['key'])} failed, 0/{row['n_requests']} ok")
+                fail_text.append(f"{name}: {literal(row['key'])} failed, 0/{row['n_requests']} ok{_on(row)}")
         trace = {
             "type": "scattergl" if len(xs) > WEBGL_POINTS else "scatter",
             "mode": "lines+markers" if len(xs) <= MARKED_POINTS else "lines",
@@ -299,6 +278,7 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
                 fail_ids.append(row["pk"])
                 fail_text.append(
                     f"{literal(group_name(row, grouping))}: {literal(row['key'])} failed, 0/{row['n_requests']} ok"
+                    f"{_on(row)}"
                 )
         # Each point's hover names its line: the flags (and workload) its text gives already are the line's
         # name when grouped by configuration (+ workload); grouped otherwise, a table of the names.
@@ -334,6 +314,11 @@ def _timeline_traces(rows: Sequence[Mapping[str, Any]], grouping: str, yaxis: st
         extra.append({**fail_trace("failed runs", fail_x, fail_ids, fail_text), "legendgroup": "failed runs"})
         extra[-1]["showlegend"] = yaxis == "y"
     return traces + extra, n_groups
+
+
+def _on(row: Mapping[str, Any]) -> str:
+    """A failure's model: the band is one for every panel of the by-model timeline."""
+    return f" · {literal(row['model'])}" if row.get("model") else ""
 
 
 class _Changes(NamedTuple):

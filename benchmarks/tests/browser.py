@@ -131,11 +131,12 @@ class Tab:
         assert status == 200, f"{url}: HTTP {status}"
 
     def wait_for_plot(self, selector: str) -> None:
-        """Until Plotly has drawn into the element (its data attached and its SVG in place)."""
+        """Until Plotly has drawn into the element (its data attached and its SVG in place) and charts.js has
+        made room for its legend (fitLegend)."""
         self.do(
             lambda page: page.wait_for_function(
                 "sel => { const el = document.querySelector(sel);"
-                " return !!(el && el.data && el._fullLayout && el.querySelector('.main-svg')); }",
+                " return !!(el && el.data && el._fullLayout && el.querySelector('.main-svg') && el.dataset.fitted); }",
                 arg=selector,
             )
         )

@@ -60,6 +60,21 @@
     Plotly.relayout(el, { "xaxis.range": [x0, x1] });
   }
 
+  // A legend above the plots (figure_common.LEGEND) takes its rows from the figure's height: on a phone a
+  // legend of ten entries wraps to five rows, and Plotly, which widens the top margin only so far, squeezes
+  // the plots and lets the legend run over the axes. Once drawn, a legend of more than one row gets rows of
+  // its own: the figure grows by the legend's height and the top margin holds it. el.dataset.fitted says the
+  // figure is final (the browser tests wait for it).
+  function fitLegend(el) {
+    var full = el._fullLayout, legend = full && full.legend;
+    var above = legend && full.showlegend && legend.yanchor === "bottom" && legend.y >= 1;
+    var rows = above ? Math.ceil(legend._effHeight || legend._height || 0) : 0;  // as drawn: scrolled past maxheight
+    if (rows <= 24) { el.dataset.fitted = "1"; return null; }  // one row: Plotly's own margin holds it
+    return Plotly.relayout(el, { height: full.height + rows, "margin.t": full.margin.t + rows + 8 }).then(function () {
+      el.dataset.fitted = "1";
+    });
+  }
+
   function render(root) {
     root.querySelectorAll("[data-figure]").forEach(function (el) {
       var source = document.getElementById(el.dataset.figure);
@@ -83,11 +98,12 @@
         if (h.lines) trace.hovertext = h.line.map(function (line) { return h.lines[line]; });
         delete trace.hover_facts;
       });
+      delete el.dataset.fitted;
       Plotly.react(el, figure.data, figure.layout, {
         responsive: true,
         displaylogo: false,
         toImageButtonOptions: { format: "png", filename: el.dataset.name || "kvlab-chart", scale: 2 },
-      });
+      }).then(function () { return fitLegend(el); });
       if (el.removeAllListeners) {
         el.removeAllListeners("plotly_click");
         el.removeAllListeners("plotly_selected");

@@ -15,6 +15,7 @@ import io
 import re
 from collections import Counter
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.utils import timezone
@@ -83,7 +84,8 @@ def test_timeline_draws_one_trace_per_label_and_one_for_failed_runs(tab: Tab, de
     tab.do(
         lambda page: expect(page.locator("#mixed-warning")).to_contain_text("C2 mixes workloads (concurrency 1 / 3)")
     )
-    assert "not like for like" in " ".join(tab.annotations("#timeline-figure-plot"))
+    heading = tab.evaluate("() => document.querySelector('#timeline-figure-plot .legendtitletext').textContent")
+    assert "not like for like" in heading  # the legend's heading: a saved PNG carries it
     tab.screenshot("timeline")
     tab.assert_no_errors()
 
@@ -176,6 +178,32 @@ def test_a_part_of_a_model_typed_in_any_case_filters_the_run_list_and_the_timeli
     tab.assert_no_errors()
 
 
+@pytest.mark.parametrize("button", ["Compare selected", "Chart selected"])
+def test_the_run_list_compares_runs_in_the_order_they_were_ticked(tab: Tab, demo: dict[str, Run], button: str) -> None:
+    order = [demo["c3p-queue2"], demo["orig-x3"], demo["c2-x3"]]  # not the table's order (newest first)
+    tab.open("/runs/")
+
+    def tick_and_compare(page) -> None:
+        for run in order:
+            page.get_by_label(f"select {run.key}").check()
+        page.get_by_role("button", name=button).click()
+        page.wait_for_url("**/compare/?*")
+        page.wait_for_load_state("networkidle")
+
+    tab.do(tick_and_compare)
+    assert tab.query()["run"] == [str(r.pk) for r in order]
+    if button == "Compare selected":
+        heads = tab.evaluate(
+            "() => Array.from(document.querySelectorAll('table.compare thead small'), e => e.textContent)"
+        )
+        assert heads == [r.key for r in order]
+    else:
+        tab.wait_for_plot("#compare-figure-plot")
+        boxes = [t["name"] for t in tab.traces("#compare-figure-plot") if t["type"] == "box"]
+        assert boxes == [f"{r.label} ({r.key})" for r in order]
+    tab.assert_no_errors()
+
+
 def test_compare_draws_a_bar_per_metric_panel_and_a_box_per_run(tab: Tab, demo: dict[str, Run]) -> None:
     runs = [demo["orig-x3"], demo["c2-x3"], demo["c3p-queue2"]]
     tab.open("/charts/compare/", [("run", r.pk) for r in runs])
@@ -225,7 +253,7 @@ def test_compare_draws_empty_and_failed_data_as_such(tab: Tab, demo: dict[str, R
                             stroke: getComputedStyle(t.querySelector('.point')).stroke}; }""",
         plot,
     )
-    assert zero["text"] == "0 % (0/3 ok)" and zero["width"] > 10 and zero["stroke"] == "rgb(179, 38, 30)"
+    assert zero["text"] == "0 %(0/3 ok)" and zero["width"] > 10 and zero["stroke"] == "rgb(179, 38, 30)"
     tab.screenshot("compare-empty-and-failed")
     tab.assert_no_errors()
 
@@ -400,13 +428,17 @@ def test_regressions_compare_one_configuration_under_one_workload(tab: Tab, demo
     tab.assert_no_errors()
 
 
-@pytest.mark.usefixtures("transactional_db")
-def test_the_regressions_page_opens_with_its_defaults_and_draws_the_latest_run_against_its_band(tab: Tab) -> None:
+def nightly() -> bytes:
+    """Six nightly runs at 40-41 tok/s, then one at 30: a regression against the baseline band."""
     history = [
         flat(run=f"h{i}", label="nightly", ts=f"2026-10-{10 + i}T00:00:00Z", tok_s=40.0 + (i % 2)) for i in range(6)
     ]
-    latest = flat(run="latest", label="nightly", ts="2026-10-20T00:00:00Z", tok_s=30.0)
-    import_bench_file(io.BytesIO(jsonl(*history, latest)), filename="nightly.jsonl", origin="command")
+    return jsonl(*history, flat(run="latest", label="nightly", ts="2026-10-20T00:00:00Z", tok_s=30.0))
+
+
+@pytest.mark.usefixtures("transactional_db")
+def test_the_regressions_page_opens_with_its_defaults_and_draws_the_latest_run_against_its_band(tab: Tab) -> None:
+    import_bench_file(io.BytesIO(nightly()), filename="nightly.jsonl", origin="command")
     tab.open("/charts/regressions/")
     tab.wait_for_plot("#regressions-figure-plot")
     tab.do(lambda page: expect(page.locator("#id_t_tok_s")).to_have_value("5"))
@@ -457,4 +489,110 @@ def test_every_page_holds_its_layout_at_a_desktop_and_a_phone_width(tab: Tab, de
         assert layout["cut"] == [], (path, layout)  # no heading, note or chart cut at the edge
         if width == 390:
             tab.screenshot(f"phone-{path.strip('/').replace('/', '-') or 'home'}")
+    tab.assert_no_errors()
+
+
+# What a reader sees as one piece of a chart: a legend, an axis title, a tick label, a note, a bar's text;
+# and each subplot's plot area. Plotly places each on its own and never checks them against each other.
+PIECES = """sel => { const el = document.querySelector(sel);
+    const box = e => { const r = e.getBoundingClientRect(); return {l: r.left, r: r.right, t: r.top, b: r.bottom}; };
+    const shown = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+    const all = (q, kind, name) => Array.from(el.querySelectorAll(q)).filter(shown)
+        .map(e => ({kind, name: name(e), text: e.textContent, ...box(e)}));
+    const axisOf = e => (e.closest("[class$='tick']") || e.closest("[class^='g-']")).getAttribute("class")
+        .replace(/^g-/, "").replace(/(tick|title)$/, "");
+    return {svg: box(el.querySelector(".main-svg")), pieces: [
+        ...all(".legend .bg", "legend", e => "legend"),
+        ...all(".infolayer [class$='title'] text", "title", axisOf),
+        ...all("[class$='tick'] > text", "tick", axisOf),
+        ...all(".annotation-text-g", "note", e => "note"),
+        ...all(".textpoint text", "text", e => "text"),
+    ], areas: Array.from(el.querySelectorAll(".nsewdrag")).map(e => ({name: e.dataset.subplot, ...box(e)}))}; }"""
+
+
+def overlaps(drawn: dict) -> list[str]:
+    """Pairs of pieces a reader sees one over the other, pieces cut at the figure's edge, and axis
+    titles over another subplot's plot area."""
+
+    def meet(a: dict, b: dict) -> bool:
+        return min(a["r"], b["r"]) - max(a["l"], b["l"]) > 1 and min(a["b"], b["b"]) - max(a["t"], b["t"]) > 1
+
+    svg, pieces = drawn["svg"], drawn["pieces"]
+    found = [
+        f"{p['kind']} {p['text']!r} cut at the edge"
+        for p in pieces
+        if p["l"] < svg["l"] - 1 or p["r"] > svg["r"] + 1 or p["t"] < svg["t"] - 1 or p["b"] > svg["b"] + 1
+    ]
+    for i, a in enumerate(pieces):
+        for b in pieces[i + 1 :]:
+            if a["kind"] == b["kind"] == "tick" and a["name"] == b["name"]:
+                continue  # an axis's own ticks: Plotly spaces them
+            if meet(a, b):
+                found.append(f"{a['kind']} {a['text']!r} ({a['name']}) over {b['kind']} {b['text']!r} ({b['name']})")
+    for title in (p for p in pieces if p["kind"] == "title"):
+        for area in drawn["areas"]:
+            axis = title["name"]
+            own = area["name"].startswith(axis) if axis.startswith("x") else area["name"].endswith(axis)
+            if not own and meet(title, area):
+                found.append(f"title {title['text']!r} ({axis}) over the plot area {area['name']}")
+    return found
+
+
+def many_lines(n: int) -> bytes:
+    """A history of n configuration labels, three runs each over three weeks (the overview of a large lab)."""
+    lines = []
+    for label in range(n):
+        for day in range(3):
+            lines.append(
+                flat(
+                    run=f"l{label}-d{day}",
+                    label=f"config-{label:02d}",
+                    ts=f"2026-10-{1 + 7 * day:02d}T12:00:00Z",
+                    tok_s=30.0 + label + day,
+                )
+            )
+    return jsonl(*lines)
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+@pytest.mark.parametrize(
+    ("path", "params", "plot"),
+    [
+        ("/", {}, "#trend-figure-plot"),
+        ("/charts/timeline/", {"metric": "tok_s"}, "#timeline-figure-plot"),
+        ("/charts/timeline/", {"metric": "tok_s", "group": "label"}, "#timeline-figure-plot"),
+        ("/charts/load/", {}, "#load-figure-plot"),
+        ("/charts/compare/", "three", "#compare-figure-plot"),
+        ("/charts/regressions/", "nightly", "#regressions-figure-plot"),
+    ],
+    ids=["home", "timeline", "timeline by label", "load curve", "compare", "regressions"],
+)
+def test_no_axis_title_legend_or_label_is_drawn_over_another(
+    tab: Tab, demo: dict[str, Run], path: str, params: Any, plot: str, width: int
+) -> None:
+    if params == "three":
+        params = [("run", demo[k].pk) for k in ("orig-x3", "c2-x3", "c3p-queue2")]
+    elif params == "nightly":
+        import_bench_file(io.BytesIO(nightly()), filename="nightly.jsonl", origin="command")
+        params = {}
+    tab.do(lambda page: page.set_viewport_size({"width": width, "height": 900}))
+    tab.open(path, params)
+    tab.wait_for_plot(plot)
+    tab.screenshot(f"readable-{plot.strip('#').removesuffix('-figure-plot')}-{width}")
+    found = overlaps(tab.evaluate(PIECES, plot))
+    assert found == [], "\n".join(found)
+    tab.assert_no_errors()
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+@pytest.mark.usefixtures("transactional_db")
+def test_a_timeline_of_31_lines_keeps_its_legend_clear_of_the_axes(tab: Tab, width: int) -> None:
+    import_bench_file(io.BytesIO(many_lines(31)), filename="lab.jsonl", origin="command")
+    tab.do(lambda page: page.set_viewport_size({"width": width, "height": 900}))
+    tab.open("/charts/timeline/", {"metric": "tok_s", "group": "label"})
+    tab.wait_for_plot("#timeline-figure-plot")
+    assert len([t for t in tab.traces("#timeline-figure-plot") if t["name"].startswith("config-")]) == 31
+    tab.screenshot(f"timeline-31-lines-{width}")
+    found = overlaps(tab.evaluate(PIECES, "#timeline-figure-plot"))
+    assert found == [], "\n".join(found)
     tab.assert_no_errors()

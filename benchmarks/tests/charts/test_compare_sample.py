@@ -83,7 +83,7 @@ def test_two_runs_of_200000_requests_draw_an_even_sample_within_the_pages_aims(c
     assert f"a {note}; b {note}." in page and 'id="box-sample"' in page
     assert "each marks only the requests beyond its whiskers" in page
     axis = compare_figure(response)["layout"][STRIPS_AXIS]["title"]["text"]
-    assert axis == "per-request decode tok/s (ok requests, a sample)"
+    assert axis == "per-request decode tok/s<br>(ok requests, a sample)"
 
 
 def test_runs_that_fit_their_share_are_drawn_whole_and_not_called_a_sample(client):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import re
@@ -23,6 +24,7 @@ from benchmarks.tests.builders import flat, jsonl
 
 FORMULAS = ["=cmd|' /C calc'!A0", "@SUM(1+1)*cmd|' /C calc'!A0", "+1+1", "-2+3", "\t=1+1", "\r=1+1"]
 MARKUP = "<b>bold</b><a href='https://evil.example/'>CLICK</a>"
+ESCAPED = html.escape(MARKUP, quote=False)  # drawn as text
 
 
 def csv_rows(response) -> list[dict[str, str]]:
@@ -267,7 +269,8 @@ def test_a_markup_label_is_drawn_as_text_in_the_timeline_and_compare(tab, transa
     tab.open("/charts/compare/", [("run", pk) for pk in Run.objects.order_by("pk").values_list("pk", flat=True)])
     tab.wait_for_plot("#compare-figure-plot")
     assert tab.evaluate(f"document.querySelectorAll('{evil_link}').length") == 0
-    assert f"{MARKUP} (evil)" in tab.tick_labels("#compare-figure-plot", "x")
+    strips = f"x{len(catalogue.COMPARE_METRICS) + 1}"  # the axis that names the runs
+    assert f"1 · {MARKUP} (evil)" in tab.tick_labels("#compare-figure-plot", strips)
     tab.assert_no_errors()
 
 
@@ -287,3 +290,12 @@ def test_measuring_prompts_on_a_server_that_hangs_up_says_so():
     finally:
         thread.join(5)
         listener.close()
+
+
+def test_a_failure_on_the_band_of_the_by_model_timeline_names_its_model():
+    rows = [_row("a", 1), _row("a", 2, n_ok=0, n_requests=3), _row(MARKUP, 3), _row(MARKUP, 4, n_ok=0)]
+    figure, _ = timeline_figure.timeline_by_model(rows, catalogue.METRICS["tok_s"], "label")
+    on_band = [text for t in figure["data"] if t["name"] == "failed runs" for text in t["text"]]  # a trace a panel
+    assert sorted(on_band) == sorted(
+        ["a: a-run failed, 0/3 ok · a", f"{ESCAPED}: {ESCAPED}-run failed, 0/1 ok · {ESCAPED}"]
+    )

@@ -144,7 +144,7 @@ def test_the_timeline_warns_when_a_line_mixes_workloads(client, investigation):
     fig = figure(response, "timeline-figure")
     changed = {t["name"]: t for t in fig["data"]}["workload changed"]
     assert "C2: concurrency: 1 → 3" in changed["text"]
-    assert any("not like for like" in a["text"] for a in fig["layout"]["annotations"])  # a saved PNG says it too
+    assert "not like for like" in fig["layout"]["legend"]["title"]["text"]  # a saved PNG says it too
 
 
 def test_grouped_by_configuration_and_workload_the_timeline_is_like_for_like(client, investigation):
@@ -153,7 +153,7 @@ def test_grouped_by_configuration_and_workload_the_timeline_is_like_for_like(cli
     fig = figure(response, "timeline-figure")
     names = {t["name"] for t in fig["data"]}
     assert "-c 9216 -np 3 per-slot f16/f16 no KV offload · concurrency 3 · prompt 4362 tok · n_predict 1738" in names
-    assert len(names - {"failed runs"}) == 6 and fig["layout"]["annotations"] == []
+    assert len(names - {"failed runs"}) == 6 and "title" not in fig["layout"]["legend"]  # no warning heads its legend
 
 
 def test_the_compare_chart_warns_when_the_runs_ran_different_workloads(client, investigation):
@@ -194,7 +194,7 @@ def test_a_metric_no_run_recorded_is_a_panel_saying_so_without_axes(client, inve
 def test_a_zero_success_rate_is_drawn(client, investigation):
     fig = compare_demo(client)
     (zero,) = [t for t in fig["data"] if t["name"] == "0 % success"]
-    assert zero["x"] == ["original (orig-x3)"] and zero["y"] == [0] and zero["text"] == ["0 % (0/3 ok)"]
+    assert zero["x"] == ["original (orig-x3)"] and zero["y"] == [0] and zero["text"] == ["0 %<br>(0/3 ok)"]
     assert zero["marker"]["line"]["color"] == "#b3261e" and zero["xaxis"] == "x1"
     assert fig["layout"]["yaxis1"]["range"][0] == 0 and fig["layout"]["yaxis1"]["tickformat"] == ".0%"
 
