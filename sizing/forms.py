@@ -207,6 +207,13 @@ class SizingForm(forms.Form):
     run = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_RUN_ID, label="use the measured prompts of run #"
     )
+    headroom = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=100,
+        label="headroom (% more cells)",
+        help_text="Recommendations hold each request's p95 prompt + output this much larger (blank: 0 %).",
+    )
 
     def __init__(self, *args: Any, head: GgufHead | None = None, cpu: Cpu | None = None, **kwargs: Any) -> None:
         """`head` and `cpu`: what only a command on this machine gives (kvsize --gguf FILE, --cpu host),
@@ -333,6 +340,7 @@ class SizingForm(forms.Form):
             "output_tokens": workload.output_tokens if workload else None,
             "concurrency": workload.concurrency if workload else data.get("concurrency"),
             "prefer": workload.preference if workload else data.get("prefer") or "throughput",
+            "headroom": workload.headroom_pct if workload else data.get("headroom"),
             **gpu_effective,
         }
         return SizingInputs(
@@ -481,7 +489,7 @@ class SizingForm(forms.Form):
         if prompt is None or output is None:
             missing = "prompt_tokens" if prompt is None else "output_tokens"
             raise forms.ValidationError({missing: "Give both the p95 prompt tokens and the p95 output tokens."})
-        return Workload(prompt, output, concurrency, data.get("prefer") or "throughput"), run
+        return Workload(prompt, output, concurrency, data.get("prefer") or "throughput", data.get("headroom") or 0), run
 
 
 def _field_overrides(fields: ServerFlags, commanded: ServerFlags) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from .placement.server import ServerPlan, approximate, flags_after, plan_server
 from .placement.speed import SpeedEstimate, approximate_weights_bytes, estimate
 from .placement.tensors import WeightTensor
 from .placement.types import Device, Host, Params, Usage
+from .twins import merge_twins
 from .workload import Workload, predict
 
 # Ranking needs a GPU bandwidth; where the catalogue has none, the investigation's RTX 5060 Ti 16 GB (448 GB/s).
@@ -76,11 +77,20 @@ class Recommendation:
     speed: SpeedEstimate | None = None  # the decode estimate the score rests on
     placement: str = GPU  # GPU: all on the GPU(s); FIT: --fit moves part to RAM; EXPERTS: --n-cpu-moe; UNCHECKED
     server: ServerPlan | None = None  # the fit's replay, for FIT and EXPERTS (and GPU on several GPUs)
+    # cells left to each request when all the workload's requests are in flight (in its slot, or its share of
+    # the unified pool), beyond its p95 prompt + output
+    cells_spare: int = 0
+    twin: str = ""  # the flags of the same configuration with the other KV pool (-kvu or not), which works too
 
     @property
     def checked(self) -> bool:
         """Known to fit the GPU (False: the weights or the GPU are unknown, so only the KV is sized)."""
         return self.plan.fits is True
+
+    @property
+    def vram_left(self) -> int | None:
+        """Bytes of GPU memory left beyond the margin (None: not known to fit, so not known)."""
+        return self.plan.free_after if self.checked else None
 
 
 @dataclass
@@ -269,7 +279,7 @@ def recommend(
         for r, v in zip(candidates, values, strict=True)
     ]
     candidates.sort(key=lambda r: (-r.score, r.plan.gpu_total + r.plan.ram_total))
-    return candidates[:limit]
+    return merge_twins(candidates)[:limit]
 
 
 def _configs(
@@ -318,7 +328,7 @@ def _sized_flags(
     type_v: str,
     kv_offload: bool,
 ) -> ServerFlags:
-    need = workload.cells_per_request
+    need = workload.sized_cells
     in_flight = min(slots, workload.concurrency)
     ctx = pad256(need * in_flight) if unified else pad256(need) * slots
     quantized_v = type_v not in ("f16", "bf16", "f32")
@@ -364,6 +374,8 @@ def _candidate(
     reasons = _reasons(config.flags, ctx.workload, config.layout.n_ctx_seq, plan, placement)
     if not config.flags.kv_offload:
         reasons.append(("--no-kv-offload", _kv_in_ram(ctx, config, speed)))
+    prediction = predict(kv_layout(ctx.model, flags), ctx.workload)
+    spare = prediction.cells_available - prediction.cells_needed
     return Recommendation(
         flags=flags,
         command=to_command(flags, ctx.model_path),
@@ -374,6 +386,7 @@ def _candidate(
         speed=speed,
         placement=placement,
         server=server,
+        cells_spare=spare // max(prediction.in_flight, 1) if flags.kv_unified else spare,
     )
 
 
@@ -575,16 +588,17 @@ def _placed_plan(ctx: _Context, usages: Sequence[Usage], margins: Sequence[int],
 def _reasons(
     flags: ServerFlags, workload: Workload, slot_cells: int, plan: MemoryPlan, placement: str
 ) -> list[tuple[str, str]]:
-    need = workload.cells_per_request
+    need = workload.sized_cells
+    what = "p95 prompt + output" + (f" + {workload.headroom_pct} % headroom" if workload.headroom_pct else "")
     slots = flags.parallel or 1
     reasons = [
         (
             f"-c {flags.ctx_size}",
             (
                 f"one pool of {slot_cells:,} cells: {min(slots, workload.concurrency)} × {need:,} "
-                "(p95 prompt + output) can never overflow it"
+                f"({what}) can never overflow it"
                 if flags.kv_unified
-                else f"{slot_cells:,} cells per slot ≥ {need:,} (p95 prompt + output), padded to 256"
+                else f"{slot_cells:,} cells per slot ≥ {need:,} ({what}), padded to 256"
             ),
         ),
         (

@@ -14,6 +14,7 @@ from .ggml_types import block_note
 from .kv import FORMULA_VERSION, ServerFlags
 from .memory import COMPUTE_FORMULA
 from .recommend import RANKING
+from .recommendation_facts import facts
 from .report import RecordCheck, context_json, cpu_json, fit_log, model_json, outside_json, prediction_json
 from .size import Sizing
 from .weights import WeightsFigure
@@ -99,6 +100,11 @@ def text_report(s: Sizing, *, measured: dict[str, Any] | None = None) -> str:
     for i, r in enumerate(s.recommendations, 1):
         label = "recommendation" if r.checked else "KV-only candidate"
         lines.append(f"{label} {i} (score {r.score}): {' '.join(r.command)}")
+        said = facts(r, s.workload)
+        if said["twin"]:
+            lines.append(f"    also works: the same with {said['twin']}")
+        lines.append(f"    {said['speed']}")
+        lines.append(f"    headroom: {'; '.join(x for x in (said['cells'], said['vram']) if x)}")
         lines.extend(f"    {flag}: {why}" for flag, why in r.reasons)
     server = server_data(s, measured=measured)
     if server is not None:
@@ -189,6 +195,7 @@ def page_data(
             "output_tokens": s.workload.output_tokens,
             "concurrency": s.workload.concurrency,
             "preference": s.workload.preference,
+            "headroom_pct": s.workload.headroom_pct,
         },
         "recommendations": [
             {
@@ -197,6 +204,7 @@ def page_data(
                 "gpu_total": r.plan.gpu_total,
                 "kv_bytes": r.plan.kv_bytes,
                 "checked": r.checked,
+                **facts(r, s.workload),
             }
             for r in s.recommendations
         ],

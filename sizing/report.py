@@ -13,6 +13,7 @@ from .memory import COMPUTE_FORMULA
 from .placement.overhead import Item
 from .placement.server import ServerPlan
 from .recommend import RANKING
+from .recommendation_facts import facts
 from .size import Sizing
 from .workload import Prediction, predict
 
@@ -159,6 +160,7 @@ def as_json(s: Sizing) -> dict[str, Any]:
                 "reasons": [list(x) for x in r.reasons],
                 "score": r.score,
                 "gpu_bytes": r.plan.gpu_total,
+                **facts(r, s.workload),
             }
             for r in s.recommendations
         ],

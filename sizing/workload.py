@@ -23,10 +23,17 @@ class Workload:
     output_tokens: int  # p95 output length (n_predict)
     concurrency: int  # requests in flight at once
     preference: str = "throughput"  # or "latency"
+    headroom_pct: int = 0  # the recommender sizes each request's cells this much above its need
 
     @property
     def cells_per_request(self) -> int:
         return self.prompt_tokens + self.output_tokens
+
+    @property
+    def sized_cells(self) -> int:
+        """The cells a recommendation holds for each request: its need, plus the headroom asked for."""
+        need = self.cells_per_request
+        return need + -(-need * self.headroom_pct // 100)
 
 
 @dataclass(frozen=True)

@@ -214,3 +214,46 @@ def test_the_shared_snapshot_reads_like_the_page(tab: Tab, live_server: Any) -> 
     assert shared == live
     tab.screenshot("sizing-snapshot")
     tab.assert_no_errors()
+
+
+def test_each_recommendation_gives_its_speed_and_headroom_and_a_kvu_twin_is_one_entry(tab: Tab) -> None:
+    """The investigation's workload on its GPU, the weights known: every entry says its decode speed, the cells
+    each request has spare and the VRAM left; the -kvu twins are one entry; a headroom asked for sizes them."""
+    tab.open("/sizing/", {**DEVSTRAL_16GB, "quant": "Q4_K_M"})
+
+    def entries(page: Page) -> list[dict[str, str]]:
+        page.wait_for_load_state("networkidle")
+        expect(page.locator("#results h3", has_text="Recommended configurations")).to_be_visible()
+        return page.locator("ol.recommendations > li").evaluate_all(
+            """lis => lis.map(li => ({command: li.querySelector(':scope > code').textContent,
+                                      twin: (li.querySelector('.twin') || {}).textContent || '',
+                                      facts: (li.querySelector('.facts') || {}).textContent || ''}))"""
+        )
+
+    shown = tab.do(entries)
+    assert len(shown) >= 3
+    for entry in shown:
+        assert re.search(r"decode ≈ [\d,.]+ tok/s per request", entry["facts"]), entry
+        assert re.search(r"[\d,]+ cells spare per request in (its slot|its share of the unified pool)", entry["facts"])
+        assert re.search(r"[\d,.]+ MiB of VRAM left beyond the [\d,]+ MiB margin", entry["facts"]), entry
+    ideas = [re.sub(r" -c \d+| -kvu", "", e["command"]) for e in shown]
+    assert len(set(ideas)) == len(ideas), ideas  # no two entries differ only in the pool
+    assert any("also works with" in e["twin"] and "-kvu" in e["twin"] for e in shown), shown
+    tab.screenshot("sizing-speed-and-headroom")
+
+    def ask_for_headroom(page: Page) -> None:
+        field(page, "headroom").fill("10")
+        page.get_by_role("button", name="Size it").click()
+        page.wait_for_url(re.compile(r"headroom=10"))
+
+    tab.do(ask_for_headroom)
+    sized = tab.do(entries)
+    tab.do(lambda page: expect(field(page, "headroom")).to_have_value("10"))  # the value the result used
+    need = 4362 + 1738
+    for entry in sized:
+        ctx, slots = (int(re.search(flag + r" (\d+)", entry["command"]).group(1)) for flag in ("-c", "-np"))
+        per_request = ctx // min(slots, 3) if "-kvu" in entry["command"] else ctx // slots
+        assert per_request >= need * 1.1, entry  # each request's cells 10 % over its need
+        spare = int(re.search(r"([\d,]+) cells spare", entry["facts"]).group(1).replace(",", ""))
+        assert spare >= need // 10, entry
+    tab.assert_no_errors()

@@ -7,6 +7,8 @@ tensors, so the fit replica (sizing.placement.server) places them exactly.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sizing import catalogue
@@ -45,7 +47,8 @@ def ranked(model_id: str, devices: list[Device], **kwargs: object) -> list[rec.R
         "limit": 100,
     }
     options.update(kwargs)
-    return rec.recommend(model, WORKLOAD, **options)  # type: ignore[arg-type]
+    workload = options.pop("workload", WORKLOAD)
+    return rec.recommend(model, workload, **options)  # type: ignore[arg-type]
 
 
 def args(r: rec.Recommendation) -> str:
@@ -174,7 +177,33 @@ def test_the_fit_is_replayed_a_bounded_number_of_times(monkeypatch: pytest.Monke
     monkeypatch.setattr(rec, "plan_server", counting)
     results = ranked("qwen3-30b-a3b", [gpu("rtx-3060-12gb")], limit=8)
     # every configuration overflows 12 GB: at most MAX_FIT_RUNS replays, each serving a per-slot and a unified
-    # pool of as many cells, so the list is shorter than the limit (the price of a bounded page)
+    # pool of as many cells (one entry: twins), so the list is shorter than the limit (the price of a bounded page)
     assert len(calls) == rec.MAX_FIT_RUNS == 3
     assert len({(f.type_k, f.type_v, f.kv_offload, f.parallel) for f in calls}) == len(calls)
-    assert len(results) == 6 and {r.placement for r in results} == {rec.EXPERTS}
+    assert len(results) == 3 and {r.placement for r in results} == {rec.EXPERTS}
+    assert all(r.twin == "-kvu" for r in results)  # each replay's unified twin: one entry that says both work
+
+
+def test_each_recommendation_knows_its_headroom_and_a_kvu_twin_is_folded_into_it() -> None:
+    results = ranked("devstral-small-2-24b", [gpu("rtx-5060-ti-16gb")], limit=8)
+    need = WORKLOAD.cells_per_request
+    for r in results:
+        slot = r.flags.ctx_size // (r.flags.parallel or 1)
+        in_flight = min(r.flags.parallel or 1, WORKLOAD.concurrency)
+        spare = (r.flags.ctx_size - in_flight * need) // in_flight if r.flags.kv_unified else slot - need
+        assert r.cells_spare == spare >= 0
+        assert r.vram_left == r.plan.free_after and r.vram_left >= 0
+    ideas = [replace(r.flags, kv_unified=None, ctx_size=None) for r in results if (r.flags.parallel or 1) > 1]
+    assert len(ideas) == len(set(ideas))  # no entry is another's twin
+    twinned = [r for r in results if r.twin]
+    assert twinned and all(("-kvu" in r.twin) != bool(r.flags.kv_unified) for r in twinned), [r.twin for r in twinned]
+    assert all(any(flag == "-kvu or not" for flag, _ in r.reasons) for r in twinned)
+
+
+def test_a_headroom_sizes_every_recommendation_that_much_above_the_need() -> None:
+    roomy = Workload(4362, 1738, 3, headroom_pct=10)
+    results = ranked("devstral-small-2-24b", [gpu("rtx-5060-ti-16gb")], limit=8, workload=roomy)
+    assert results
+    for r in results:
+        assert r.cells_spare >= -(-WORKLOAD.cells_per_request * 10 // 100)
+        assert "10 % headroom" in dict(r.reasons)[f"-c {r.flags.ctx_size}"]

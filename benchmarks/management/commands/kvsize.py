@@ -61,6 +61,7 @@ OPTION_OF_FIELD = {
     "output_tokens": "--output-tokens",
     "concurrency": "--concurrency",
     "prefer": "--prefer",
+    "headroom": "--headroom",
     "run": "--run",
 }
 _MIB = re.compile(r"\s*\d[\d,_]*\s*")  # a --gpu value that is a size in MiB, not a catalogue id
@@ -143,6 +144,7 @@ class Command(BaseCommand):
         parser.add_argument("--output-tokens", help="p95 output tokens of the workload")
         parser.add_argument("--concurrency", help="requests in flight at once (default 1, or the run's)")
         parser.add_argument("--prefer", help="throughput (default) or latency")
+        parser.add_argument("--headroom", help="recommend each request's cells this many %% larger (0-100, default 0)")
         parser.add_argument(
             "--run", help="use the measured prompts of this run of the history (p95 prompt and output tokens)"
         )
@@ -209,6 +211,7 @@ class Command(BaseCommand):
             "output_tokens": o["output_tokens"],
             "concurrency": o["concurrency"],
             "prefer": o["prefer"],
+            "headroom": o["headroom"],
             "run": o["run"],
         }
         return as_query(values)
