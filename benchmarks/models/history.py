@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cached_property
 from itertools import islice
 from typing import Any
 
@@ -218,7 +219,7 @@ class Run(models.Model):
     def success_rate(self) -> float | None:
         return success_rate(self.n_ok, self.n_requests)
 
-    @property
+    @cached_property  # a run-list row reads it twice (its word and its title)
     def kv_on_gpu(self) -> str:
         """Where the run's KV cache was, in words: "yes" only for a run on a GPU; a run on the CPU alone
         (-ngl 0, or no GPU recorded) reads n/a, not the llama-server default it never used."""
