@@ -59,16 +59,16 @@ class LoadCurveForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        self.matched = match_values(self, ("model",)).get("model")
+        self.model_matched = match_values(self, ("model",)).get("model")
         return data
 
     @property
     def curve_model(self) -> str:
         """The model the curve is of: the one typed whole, or the one value a part of it matched ('' for none,
         or for a part that matched several: the page lists them to pick from)."""
-        if self.matched is None or len(self.matched.values) != 1:
+        if self.model_matched is None or len(self.model_matched.values) != 1:
             return ""
-        return self.matched.values[0]
+        return self.model_matched.values[0]
 
     def x_name(self) -> str:
         """The load axis: concurrency unless the form asks for the request rate."""

@@ -112,7 +112,7 @@ def load_curve(request: HtmxHttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _render(request, "charts/load_curve.html", context, status=400)
     if not form.curve_model:
-        if not form.matched:  # nothing typed: the most used models to pick from
+        if not form.model_matched:  # nothing typed: the most used models to pick from
             context["offered"] = values.top_values(("model",), LOAD_CURVE_OFFERED)["model"]
         return _render(request, "charts/load_curve.html", context)
     x_name = form.x_name()
