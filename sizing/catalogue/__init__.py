@@ -60,6 +60,16 @@ class CatalogueGpu:
     compute_capability: float | None = None
     sm_source: str = ""
     cc_source: str = ""
+    # The llama.cpp backend people run on it (cuda, rocm, metal, vulkan), and its compute for the prefill
+    # estimate: dense FP16/BF16 matrix (tensor-core) throughput, FP32 vector throughput (TFLOPS), and the
+    # CU / Xe-core / GPU-core count of a GPU that is not NVIDIA's; each None without its cited source.
+    backend: str = ""
+    fp16_tflops: float | None = None
+    fp16_source: str = ""
+    fp32_tflops: float | None = None
+    fp32_source: str = ""
+    cu_count: int | None = None
+    cu_source: str = ""
 
     @property
     def bandwidth(self) -> float | None:
@@ -146,6 +156,13 @@ def gpus() -> dict[str, CatalogueGpu]:
             g.get("compute_capability") if g.get("cc_source") else None,
             g.get("sm_source", ""),
             g.get("cc_source", ""),
+            g.get("backend", ""),
+            g.get("fp16_tflops") if g.get("fp16_source") else None,
+            g.get("fp16_source", ""),
+            g.get("fp32_tflops") if g.get("fp32_source") else None,
+            g.get("fp32_source", ""),
+            g.get("cu_count") if g.get("cu_source") else None,
+            g.get("cu_source", ""),
         )
         for g in data["gpus"]
     }

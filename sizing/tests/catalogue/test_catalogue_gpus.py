@@ -11,8 +11,8 @@ import pytest
 from sizing import catalogue
 
 # Compute capabilities of the GPUs NVIDIA lists at https://developer.nvidia.com/cuda-gpus (and its
-# legacy page), Volta onwards: anything else in the catalogue is a typo.
-KNOWN_CAPABILITIES = {7.0, 7.2, 7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1}
+# legacy page), Pascal (6.1) onwards: anything else in the catalogue is a typo.
+KNOWN_CAPABILITIES = {6.1, 7.0, 7.2, 7.5, 8.0, 8.6, 8.7, 8.9, 9.0, 10.0, 10.3, 11.0, 12.0, 12.1}
 
 
 def _raw() -> dict[str, dict]:
@@ -68,3 +68,31 @@ def test_a_figure_without_its_source_is_not_used(monkeypatch, tmp_path) -> None:
         assert (gpu.sm_count, gpu.compute_capability) == (None, None)
     finally:
         catalogue.gpus.cache_clear()
+
+
+BACKENDS = {"cuda", "rocm", "metal", "vulkan", "sycl"}
+
+
+def test_the_catalogue_covers_the_gpus_llama_cpp_runs_on_each_figure_cited() -> None:
+    gpus = catalogue.gpus()
+    assert len(gpus) >= 60
+    vendors = {g.vendor for g in gpus.values()}
+    assert {"NVIDIA", "AMD", "Apple", "Intel"} <= vendors, vendors
+    for gpu_id, raw in _raw().items():
+        gpu = gpus[gpu_id]
+        assert gpu.backend in BACKENDS, gpu_id
+        assert raw["source"].startswith("http"), gpu_id  # its memory
+        for figure, low, high in (("fp16_tflops", 1, 5000), ("fp32_tflops", 0.1, 200), ("bandwidth_gbps", 20, 20000)):
+            source = raw.get(figure.replace("_tflops", "_source").replace("_gbps", "_source"), "")
+            value = getattr(gpu, figure)
+            if value is not None:
+                assert source.startswith("http"), (gpu_id, figure)
+                assert low <= value <= high, (gpu_id, figure, value)  # a unit slip (GB/s vs MB/s) fails here
+            else:
+                assert raw.get(figure) is None or not source, (gpu_id, figure)  # an uncited figure is not used
+
+
+def test_a_gpu_with_matrix_units_is_faster_at_fp16_than_at_fp32() -> None:
+    for gpu in catalogue.gpus().values():
+        if gpu.fp16_tflops is not None and gpu.fp32_tflops is not None:
+            assert gpu.fp16_tflops >= gpu.fp32_tflops, gpu.id  # a dense tensor figure, not a vector one
