@@ -62,6 +62,7 @@ bench: setup $(VENV)/.dev-installed
 	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" $(BIN)/python bench/telemetry_overhead.py
 	$(BIN)/python bench/load_test.py
 	$(BIN)/python bench/sizing_speed.py
+	$(BIN)/python bench/speed_accuracy.py
 	$(BIN)/python bench/bounded_pages.py
 	$(BIN)/python bench/bounded_pages.py --engine postgres
 	$(BIN)/python bench/explain_plans.py

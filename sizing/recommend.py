@@ -47,8 +47,9 @@ RANKING = (
     "then q8_0 KV ×0.97 and q4_0 ×0.9 for quality; ties go to the smaller memory footprint. A configuration that does "
     "not fit the GPUs whole is ranked with the placement llama-server's --fit gives it (kvlab replays the fit). "
     "Without the weights' size they are taken from the hyperparameters at 4.5 bits a weight. An estimate: with the "
-    "KV in RAM it was 2.6-3.6× faster than the investigation measured (docs/sizing.md), so such configurations "
-    "rank above where they would measure."
+    "KV in RAM the CPU reads each KV head once per query head and every layer hands off to the CPU and back; one "
+    "request is within 16-57 % of the investigation's measurements, three at once 1.9× too fast (docs/sizing.md), "
+    "so such configurations with many slots rank above where they would measure."
 )
 PLACEMENT = (
     "left to --fit, which chooses this by itself when the server starts and, with less memory free on the day, "

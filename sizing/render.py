@@ -484,9 +484,9 @@ def server_text(view: dict[str, Any]) -> list[str]:
                 f"decode speed (estimate): {speed['tok_s']:,.2f} tok/s per request, {speed['aggregate_tok_s']:,.2f} "
                 f"with {speed['sequences']} decoding at once — {speed['label']}"
             )
-            lines.extend(
-                f"    {p['name']}: {mib(p['bytes'])} per step, {p['ms']:,.3f} ms ({p['bound']})" for p in speed["parts"]
-            )
+            for p in speed["parts"]:
+                read = f"{mib(p['bytes'])} per step, " if p["bytes"] else ""  # a hand-off reads nothing
+                lines.append(f"    {p['name']}: {read}{p['ms']:,.3f} ms ({p['bound']})")
         lines.append(f"  bandwidths: {'; '.join(speed['bandwidths'])}")
     measured = view.get("measured")
     if measured and measured.get("runs"):

@@ -74,7 +74,7 @@ def catalogue_gpu_for(gpu_name: str, vram_total_mib: int | None) -> str:
     close = [
         gpu_id
         for gpu_id, name in named.items()
-        if (name.startswith(wanted) or wanted.startswith(name))
+        if _shorter_form(name, wanted)
         and abs(gpus[gpu_id].memory_mib - vram_total_mib) <= _MEMORY_AGREES * vram_total_mib
     ]
     distance = {gpu_id: abs(gpus[gpu_id].memory_mib - vram_total_mib) for gpu_id in close}
@@ -82,6 +82,18 @@ def catalogue_gpu_for(gpu_name: str, vram_total_mib: int | None) -> str:
     if not nearest or (len(nearest) > 1 and distance[nearest[0]] == distance[nearest[1]]):
         return ""
     return nearest[0]  # of two variants named alike (H100 SXM and PCIe), the one whose memory the run measured
+
+
+# What may follow a shorter form of a catalogue name (letters and digits only, as _normalized leaves them): its
+# memory ("16gb", "80gbhbm3") or a form word, but not a variant's word — an RTX 5060 Ti is not an RTX 5060 with
+# its memory, nor is "rtx50" a form of "rtx5060".
+_VARIANT = re.compile(r"^(ti|super|xtx|xt|gre|pro|max|ultra|plus|nvl)|^\d+(?!\d|gb)")
+
+
+def _shorter_form(a: str, b: str) -> bool:
+    """One normalized name is the other with a memory or form suffix added."""
+    short, long = sorted((a, b), key=len)
+    return long.startswith(short) and not _VARIANT.match(long[len(short) :])
 
 
 class RunSizingForm(SizingForm):

@@ -18,15 +18,20 @@ token are, summed over where the bytes live (layers run one after the other, acr
 * KV in system RAM (`--no-kv-offload`, or layers kept on the CPU by `-ngl`): llama.cpp runs the
   attention over it on the CPU ("all nodes between the KV store and the attention output are run on
   the CPU", src/llama-graph.cpp), and `-fa auto` then turns flash attention off (the fused op is on
-  another device than its layer, llama_context::resolve_fused_ops). That part costs the larger of the
-  KV read at system RAM bandwidth and its arithmetic (4 × heads × head size × cells per layer) at the
-  CPU's rate — both inputs with stated defaults.
+  another device than its layer, llama_context::resolve_fused_ops). The CPU's matrix products read each
+  KV head once for every query head that shares it: ggml-cpu's mul_mat maps query head i12 to KV head
+  i12 / r2 (r2 = n_head / n_head_kv, ggml/src/ggml-cpu/ggml-cpu.c), and a KV head's slice at thousands
+  of cells (1.3 MB at 5,231 cells for Devstral) is read again from RAM by the next query head's chunk
+  rather than kept in cache, so the read is n_head / n_head_kv × the KV (CPU_KV_TRAFFIC) — 4× for
+  Devstral. That part costs the larger of that read at system RAM bandwidth and its arithmetic
+  (4 × heads × head size × cells per layer) at the CPU's rate, plus a hand-off per layer whose weights
+  are on a GPU (HANDOFF_S: the layer's activations to the CPU and its attention output back, with a
+  synchronisation each way);
 
-This is a first-principles bound, not a measurement: real decoding reaches a fraction of peak
-bandwidth, and the CPU attention path loses more to synchronisation between the GPU and the CPU at
-every layer than bandwidth or arithmetic explain. kvlab states the estimate as such (`label`) and
-applies an efficiency factor only where measured runs of the same model and GPU give one
-(`calibrate`). sizing/tests/test_speed.py sets it beside the investigation's measurements.
+This is a first-principles estimate, not a measurement: real decoding reaches a fraction of peak
+bandwidth. kvlab states the estimate as such (`label`) and applies an efficiency factor only where
+measured runs of the same model and GPU give one (`calibrate`). sizing/tests/placement/test_speed.py
+sets it beside the investigation's measurements.
 """
 
 from __future__ import annotations
@@ -51,6 +56,17 @@ DEFAULT_HOST_BANDWIDTH_SOURCE = "dual-channel DDR4-3200: 2 channels × 8 bytes �
 DEFAULT_CPU_FLOPS = 8 * 3.5e9 * 32
 DEFAULT_CPU_FLOPS_SOURCE = "FMA peak of an 8-core AVX2 CPU at 3.5 GHz (8 × 3.5 GHz × 32 FLOP/cycle)"
 CPU = "CPU"
+# What moving a layer's attention to the CPU costs beyond its bytes: llama.cpp PR 4812 measured llama 7B
+# Q4_0 (32 layers) on an RTX 3090 Ti at tg 128 — a context of at most 128 cells, so the attention itself
+# is negligible — at 127.43 tok/s with the KV on the GPU and 59.99 with -nkvo: (1/59.99 - 1/127.43) / 32
+# = 276 µs per layer (https://github.com/ggml-org/llama.cpp/pull/4812, build 32d9f7d9). Not fitted: a
+# published measurement of the hand-off alone, on another GPU and model than any kvlab checks it against.
+HANDOFF_S = (1 / 59.99 - 1 / 127.43) / 32
+HANDOFF_SOURCE = "llama.cpp PR 4812: 276 µs per layer (RTX 3090 Ti, llama 7B Q4_0, tg 128, -nkvo 0 vs 1)"
+CPU_KV_TRAFFIC = (
+    "the CPU reads each KV head once per query head sharing it (ggml-cpu mul_mat: KV head = query head / "
+    "(n_head / n_head_kv))"
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +78,10 @@ class Location:
     weights: int = 0  # active weight bytes, read once per step whatever the number of sequences
     kv: int = 0  # KV (and recurrent state) bytes one sequence reads per token
     attention_flops: float = 0.0  # per sequence per token; counted for the CPU only (the GPU's is hidden)
+    # the CPU only: the bytes its attention reads from RAM per sequence per token (the KV, each head once per
+    # query head sharing it: CPU_KV_TRAFFIC), and the layers whose attention it runs for a GPU (HANDOFF_S each)
+    kv_traffic: int = 0
+    handoffs: int = 0
 
 
 @dataclass(frozen=True)
@@ -131,9 +151,14 @@ def decode_speed(
             read = n * loc.kv
             seconds = read / bandwidth if bandwidth else 0.0
             if loc.name == CPU:
+                read = n * (loc.kv_traffic or loc.kv)
+                seconds = read / bandwidth if bandwidth else 0.0
                 arithmetic = n * loc.attention_flops / cpu_flops
                 bound = "CPU arithmetic" if arithmetic > seconds else "bandwidth"
                 parts.append(Part("attention on the CPU (KV in RAM)", loc.name, read, max(seconds, arithmetic), bound))
+                if loc.handoffs:
+                    handoff = loc.handoffs * HANDOFF_S
+                    parts.append(Part(f"hand-offs to the CPU ({loc.handoffs} layers)", loc.name, 0, handoff, "latency"))
             else:
                 parts.append(Part(f"KV on {_place(loc.name)}", loc.name, read, seconds, "bandwidth"))
     step = sum(p.seconds for p in parts)
@@ -265,6 +290,8 @@ def locations_for(
     weights: dict[str, int] = dict.fromkeys([*names, CPU], 0)
     kv: dict[str, int] = dict.fromkeys([*names, CPU], 0)
     flops: dict[str, float] = dict.fromkeys([*names, CPU], 0.0)
+    traffic = 0  # the CPU's attention read (CPU_KV_TRAFFIC)
+    handed: set[int] = set()  # layers on a GPU whose attention the CPU runs
 
     split = flags.tensor_split if any(flags.tensor_split) else tuple(float(max(d.free, 1)) for d in devices)
     if flags.split_mode == "none":
@@ -292,6 +319,10 @@ def locations_for(
             where = device_of(il) if flags.kv_offload else CPU
             kv[where] += per_layer * cells
             flops[where] += 4.0 * model.n_head[il] * model.head_k(il) * cells
+            if where == CPU:
+                traffic += per_layer * cells * max(1, model.n_head[il] // max(1, model.n_head_kv[il]))
+                if device_of(il) != CPU:
+                    handed.add(il)
     if layout.recurrent and layout.recurrent.layers:
         per_layer = layout.recurrent.bytes // max(1, layout.recurrent.cells) // layout.recurrent.layers
         for il in range(model.n_layer):
@@ -299,7 +330,15 @@ def locations_for(
                 kv[device_of(il) if flags.kv_offload else CPU] += per_layer
 
     return [
-        Location(name, bandwidth[name], weights[name], kv[name], flops[name])
+        Location(
+            name,
+            bandwidth[name],
+            weights[name],
+            kv[name],
+            flops[name],
+            traffic if name == CPU else 0,
+            len(handed) if name == CPU else 0,
+        )
         for name in [*names, CPU]
         if weights[name] or kv[name]
     ]
@@ -343,6 +382,8 @@ def estimate(
         "host_bandwidth": host_bandwidth or DEFAULT_HOST_BANDWIDTH,
         "host_bandwidth_source": "given" if host_bandwidth else DEFAULT_HOST_BANDWIDTH_SOURCE,
         "cpu_flops_source": DEFAULT_CPU_FLOPS_SOURCE if cpu_flops == DEFAULT_CPU_FLOPS else "given",
+        "handoff_source": HANDOFF_SOURCE,
+        "cpu_kv_traffic": CPU_KV_TRAFFIC,
     }
     return decode_speed(locations, sequences=sequences, cpu_flops=cpu_flops, inputs=inputs)
 

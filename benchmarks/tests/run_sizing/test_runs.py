@@ -26,7 +26,8 @@ from benchmarks.run_sizing.runs import catalogue_gpu_for
         ("NVIDIA H100", 81920, "h100-80gb-pcie"),
         ("", 16311, ""),
         ("NVIDIA", 16311, ""),
-        ("Tesla T4", 15360, ""),
+        ("Tesla T4", 15360, "t4"),  # "Tesla" aside, the catalogue's T4
+        ("NVIDIA GeForce RTX 5060", 8151, "rtx-5060"),  # the 5060 itself, not its Ti
     ],
 )
 def test_a_runs_gpu_is_the_catalogue_entry_of_its_name_and_memory(name, vram_mib, expected):

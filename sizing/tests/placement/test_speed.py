@@ -8,14 +8,14 @@ in docs/sizing.md:
 | run | measured tok/s | kvlab's estimate | measured / estimate |
 |---|---|---|---|
 | c3p-single: 1 slot, q8_0 KV on the GPU | 25.7 | 31.1 | 0.83 |
-| orig-single: KV in RAM (--no-kv-offload), f16 | 5.84 | 20.9 | 0.28 |
-| c2-single: KV in RAM, per-slot | 7.93 | 20.9 | 0.38 |
-| c2-x3: KV in RAM, 3 decoding at once (per request) | 2.15 | 12.3 | 0.17 |
+| orig-single: KV in RAM (--no-kv-offload), f16 | 5.84 | 9.16 | 0.64 |
+| c2-single: KV in RAM, per-slot | 7.93 | 9.16 | 0.87 |
+| c2-x3: KV in RAM, 3 decoding at once (per request) | 2.15 | 4.11 | 0.52 |
 
 On the GPU the estimate is 21 % above the measurement (bandwidth is never fully reached). With the KV in RAM
-it is 2.6-3.6 times too fast: the CPU attention path loses more than the RAM bandwidth explains (a GPU/CPU
-synchronisation per layer, no flash attention). That is what `calibrate` is for; the calibrated figures
-are checked below, in and out of sample.
+the CPU reads each KV head once per query head sharing it (4× for Devstral) and every layer hands its
+attention to the CPU and back (276 µs, llama.cpp PR 4812): one request is within 16-57 % of its two
+measurements; three at once are still 1.9× too fast (the goal of ±30 % is not met: an xfail below).
 """
 
 from __future__ import annotations
@@ -90,9 +90,9 @@ def test_the_catalogue_gives_the_5060_ti_its_published_bandwidth() -> None:
     ("run", "estimate_tok_s", "ratio"),
     [
         ("c3p-single", 31.10, 0.83),
-        ("orig-single", 20.89, 0.28),
-        ("c2-single", 20.89, 0.38),
-        ("c2-x3", 12.29, 0.17),
+        ("orig-single", 9.16, 0.64),
+        ("c2-single", 9.16, 0.87),
+        ("c2-x3", 4.11, 0.52),
     ],
 )
 def test_the_estimate_beside_the_investigations_measurement(run: str, estimate_tok_s: float, ratio: float) -> None:
@@ -112,39 +112,56 @@ def test_on_the_gpu_the_estimate_is_within_25_percent_above_the_measurement() ->
     assert estimate.inputs["context_cells"] == 4362 + 1738 // 2
 
 
-def test_kv_in_ram_runs_attention_on_the_cpu_and_the_first_principles_estimate_is_far_too_fast() -> None:
+def test_kv_in_ram_reads_each_kv_head_once_per_query_head_and_hands_every_layer_to_the_cpu() -> None:
     estimate, measured = estimate_for("orig-single")
-    part = estimate.parts[1]
-    assert part.name == "attention on the CPU (KV in RAM)" and part.bound == "bandwidth"
-    assert part.bytes == 5_231 * 40 * 2 * 2048  # f16 K and V, 8 heads × 128
-    assert estimate.inputs["host_bandwidth"] == 51.2e9
+    _, attention, handoffs = estimate.parts
+    assert attention.name == "attention on the CPU (KV in RAM)" and attention.bound == "bandwidth"
+    kv = 5_231 * 40 * 2 * 2048  # f16 K and V, 8 heads × 128, at 5,231 cells
+    assert MODEL.n_head[0] // MODEL.n_head_kv[0] == 4 and attention.bytes == 4 * kv
+    assert attention.seconds == pytest.approx(4 * kv / 51.2e9)
+    assert handoffs.name == "hand-offs to the CPU (40 layers)" and handoffs.seconds == pytest.approx(
+        40 * speed.HANDOFF_S
+    )
+    assert pytest.approx(276e-6, abs=1e-6) == speed.HANDOFF_S  # PR 4812's RTX 3090 Ti: another GPU and model
     assert estimate.inputs["host_bandwidth_source"].startswith("dual-channel DDR4-3200")
-    # stated, not fudged: 2.6x (5.84) to 3.6x (7.93) too fast with the KV in RAM
-    low, _ = estimate_for("c2-single")
-    assert 2.5 < (estimate.tok_s or 0) / max(measured + [7.93]) < 2.7
-    assert 3.5 < (estimate.tok_s or 0) / min(measured) < 3.7 and low.tok_s == estimate.tok_s
+
+
+@pytest.mark.parametrize("run", ["orig-single", "c2-single", "c3p-single"])
+def test_one_request_is_within_30_percent_of_the_investigations_measurements(run: str) -> None:
+    """The issue's goal: one request with the KV in RAM within ±30 % of 5.84-7.93 tok/s, one q8_0 slot on
+    the GPU within ±30 % of 25.7 — from first principles, nothing calibrated."""
+    estimate, measured = estimate_for(run)
+    low, high = (5.84, 7.93) if run != "c3p-single" else (25.7, 25.7)
+    assert 0.7 * low <= (estimate.tok_s or 0) <= 1.3 * high, (estimate.tok_s, measured)
+
+
+@pytest.mark.xfail(strict=True, reason="three at once with per-slot caches in RAM: 4.11 estimated vs 2.15 measured")
+def test_three_at_once_with_the_kv_in_ram_is_within_30_percent_of_the_measurement() -> None:
+    estimate, measured = estimate_for("c2-x3")
+    assert measured == [2.15, 2.15, 2.15]
+    assert 0.7 * 2.15 <= (estimate.tok_s or 0) <= 1.3 * 2.15
 
 
 def test_calibration_by_the_runs_with_kv_in_ram_brings_the_ram_runs_within_a_third() -> None:
     single, measured = estimate_for("orig-single")
     _, measured_c2 = estimate_for("c2-single")
     ratio = speed.calibrate(single.tok_s or 0, measured + measured_c2)
-    assert ratio == pytest.approx(0.33, abs=0.005)
+    assert ratio == pytest.approx(0.752, abs=0.005)
     calibrated = single.calibrated(ratio or 0, runs=2)
     assert calibrated.tok_s == pytest.approx(6.885, abs=0.01)  # the median of 5.84 and 7.93: in sample
-    assert "calibrated ×0.33 by 2 measured runs" in calibrated.label
-    # out of sample: three decoding at once, calibrated by the single runs, is still 1.9x the measured 2.15
+    assert "calibrated ×0.75 by 2 measured runs" in calibrated.label
+    # out of sample: three decoding at once, calibrated by the single runs, is 1.4x the measured 2.15
     three, measured_x3 = estimate_for("c2-x3")
     assert measured_x3 == [2.15, 2.15, 2.15]
     predicted = (three.tok_s or 0) * (ratio or 0)
-    assert predicted == pytest.approx(4.05, abs=0.01) and 1.8 < predicted / 2.15 < 2.0
+    assert predicted == pytest.approx(3.09, abs=0.01) and 1.4 < predicted / 2.15 < 1.5
 
 
 def test_calibration_from_the_gpu_run_does_not_carry_over_to_kv_in_ram() -> None:
     gpu, measured = estimate_for("c3p-single")
     ratio = speed.calibrate(gpu.tok_s or 0, measured) or 0
     ram, _ = estimate_for("orig-single")
-    assert (ram.tok_s or 0) * ratio == pytest.approx(17.26, abs=0.01)  # vs 5.84-7.93 measured: calibrate per placement
+    assert (ram.tok_s or 0) * ratio == pytest.approx(7.57, abs=0.01)  # vs 5.84-7.93 measured: calibrate per placement
 
 
 def test_concurrent_sequences_share_the_weight_read() -> None:
@@ -274,7 +291,8 @@ def test_rankings_rest_on_the_speed_estimate() -> None:
     assert best.speed is not None and best.speed.aggregate_tok_s == pytest.approx(85.6, abs=0.1)
     # q8_0 ranks first: 85.6 of q4_0's 89.3 tok/s, times its quality 0.97 × 0.97
     assert best.score == pytest.approx(0.9409 * 85.6 / 89.3, abs=1e-3)
-    # f16 KV in RAM, 3 slots: 3 / (31.1 ms of weights + 3 × 16.7 ms of CPU attention) = 36.5 of 89.3 tok/s
+    # f16 KV in RAM, 3 slots: 3 / (31.1 ms of weights + 3 × 67.0 ms of CPU attention + 11.0 ms of hand-offs)
+    # = 12.3 of 89.3 tok/s (it was 36.5 when the CPU was taken to read the KV once, with no hand-off)
     in_ram = [r for r in ranked if not r.flags.kv_offload and r.flags.type_k == "f16" and r.flags.type_v == "f16"]
-    assert in_ram and all(r.score == pytest.approx(36.5 / 89.3, abs=1e-3) for r in in_ram if r.flags.parallel == 3)
+    assert in_ram and all(r.score == pytest.approx(12.3 / 89.3, abs=1e-3) for r in in_ram if r.flags.parallel == 3)
     assert "×0.25" not in RANKING and "sizing.placement.speed" in RANKING
