@@ -148,6 +148,9 @@ def test_the_cpu_fit_agrees_with_llama_fit_params(
     assert checked >= 6 and problems == []
 
 
+ABORT = "was unable to fit model into system memory by reducing context, abort"
+
+
 @pytest.mark.llama_server
 def test_the_cpu_fit_fails_as_llama_fit_params_does(
     llama_fit_params_binary: Path, sparse_models: dict[str, Path], llama_cpu: Any
@@ -159,11 +162,16 @@ def test_the_cpu_fit_fails_as_llama_fit_params_does(
     total = host_total()
     flags = f"-fa off -fitt {total // MiB - 2000} -nr"  # 2,000 MiB for an 8.6 GB model
     proc = run_fit_params(llama_fit_params_binary, sparse_models["dense"], flags)
+    if proc.returncode == 1 and ABORT not in proc.stderr and proc.stderr.rstrip().endswith("|"):
+        # llama.cpp's log is written by a thread of its own: on a loaded machine (stop 42's PostgreSQL CI) the
+        # process once exited 1 with its log cut after the memory breakdown, the abort line unwritten. Once
+        # more, for the line: the exit status was already the failure's.
+        proc = run_fit_params(llama_fit_params_binary, sparse_models["dense"], flags)
     # the end of its log, where a different failure (the host short of memory itself) would say so, and
     # of its standard output (a run that ended before its log did: once under a loaded machine's CI)
     tail = f"--- stderr ---\n{proc.stderr[-1500:]}\n--- stdout ---\n{proc.stdout[-1500:]}"
     assert proc.returncode == 1, tail
-    assert "was unable to fit model into system memory by reducing context, abort" in proc.stderr, tail
+    assert ABORT in proc.stderr, tail
     model, tensors = load(sparse_models["dense"])
     ours = replica(model, tensors, [], Host(total, total, cpu=llama_cpu), flags)
     assert (ours.status, ours.message) == (
