@@ -375,7 +375,8 @@ def _candidate(
     reasons = _reasons(config.flags, ctx.workload, config.layout.n_ctx_seq, plan, placement)
     if not config.flags.kv_offload:
         reasons.append(("--no-kv-offload", _kv_in_ram(ctx, config, speed)))
-    prediction = predict(kv_layout(ctx.model, flags), ctx.workload)
+    # the configuration's own layout, unless the fit changed its flags (then the one it runs with)
+    prediction = predict(config.layout if flags == config.flags else kv_layout(ctx.model, flags), ctx.workload)
     spare = prediction.cells_available - prediction.cells_needed
     return Recommendation(
         flags=flags,

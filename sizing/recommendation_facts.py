@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .memory import MiB
 from .recommend import Recommendation
 from .workload import Workload
-
-MiB = 1024 * 1024
 
 
 def speed_words(r: Recommendation) -> str:

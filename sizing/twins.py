@@ -9,7 +9,6 @@ stops that one request (HTTP 400 or a truncated output).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -17,7 +16,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .recommend import Recommendation
 
-FLAG = re.compile(r"-[A-Za-z-]")  # a flag, not a value such as -1
 TWIN_REASON = (
     "both pools hold this workload: -kvu shares one pool among the slots (a longer request can borrow, and too "
     "many long ones overflow it together: HTTP 500 for all in flight); without it each slot has its own "
@@ -43,24 +41,13 @@ def merge_twins(ranked: Sequence[Recommendation]) -> list[Recommendation]:
             continue  # a third alike (none today): the first twin says it
         kept[at[key]] = replace(
             first,
-            twin=" ".join(_differing(first.command, r.command)),
+            twin=" ".join(_differing(first, r)),
             reasons=[*first.reasons[:2], ("-kvu or not", TWIN_REASON), *first.reasons[2:]],  # after -c, -np
         )
     return kept
 
 
-def _differing(kept: list[str], twin: list[str]) -> list[str]:
-    """The twin's flags (with their values) that the kept command lacks or sets otherwise, and the ones it drops."""
-
-    def pairs(command: list[str]) -> dict[str, str]:
-        out, i = {}, 3  # after llama-server -m MODEL
-        while i < len(command):
-            value = command[i + 1] if i + 1 < len(command) and not FLAG.match(command[i + 1]) else ""
-            out[command[i]] = value
-            i += 2 if value else 1
-        return out
-
-    a, b = pairs(kept), pairs(twin)
-    words = [f"{flag} {value}".strip() for flag, value in b.items() if a.get(flag) != value]
-    words += [f"without {flag}" for flag in a if flag not in b]
-    return words
+def _differing(kept: Recommendation, twin: Recommendation) -> list[str]:
+    """The twin's flags that the kept command lacks or sets otherwise: twins differ only in -c and -kvu."""
+    words = [] if twin.flags.ctx_size == kept.flags.ctx_size else [f"-c {twin.flags.ctx_size}"]
+    return [*words, "-kvu" if twin.flags.kv_unified else "without -kvu"]
