@@ -42,6 +42,7 @@ from .parsers import (
 )
 from .placement import tensors as placement_tensors
 from .placement.cpu import MAX_SPEC_CHARS, Cpu
+from .placement.efficiency import BACKENDS
 from .placement.tensors import WeightTensor
 from .placement.types import MAX_DEVICES, UINT32_MAX, MiB
 from .workload import Workload
@@ -175,6 +176,14 @@ class SizingForm(forms.Form):
     gpu_mib = RepeatedValues()
     gpu_used = RepeatedValues()
     gpu_gbps = RepeatedValues()
+    backend = forms.ChoiceField(
+        required=False,
+        choices=[("", "each GPU's usual (catalogue)"), *((b, b) for b in BACKENDS if b != "cpu")],
+        label="llama.cpp backend",
+        help_text="The backend the speed estimates assume for every GPU (blank: the catalogue's for each, CUDA "
+        "for a GPU given by its memory).",
+        error_messages={"invalid_choice": "The backend: cuda, rocm, vulkan, metal or sycl, not '%(value).64s'."},
+    )
     ram_mib = forms.CharField(
         required=False,
         max_length=MAX_NUMBER_CHARS,
@@ -317,6 +326,8 @@ class SizingForm(forms.Form):
             path = command.model_path.rsplit("/", 1)[-1]
         weights, weights_source, quant, notes = self._weights(data, catalogue_id, command, flags_from)
         devices, gpu_sources, gpu_effective = parse_gpus({name: data.get(name) or [] for name in GPU_FIELDS})
+        if data.get("backend"):
+            devices = [replace(d, backend=data["backend"]) for d in devices]
         known = [catalogue.gpus().get(gpu_id) for gpu_id in gpu_effective["gpu"]]
         gpu_mib = devices[0].total // MiB if devices else None
         gpu_label = " + ".join(d.description for d in devices)

@@ -26,11 +26,18 @@ from .cmdline import to_command
 from .hparams import ModelParams
 from .kv import KVLayout, ServerFlags, kv_layout, pad256
 from .memory import MemoryPlan, MiB, memory_plan
-from .placement import breakdown
+from .placement import breakdown, prefill
 from .placement import overrides as ot
 from .placement.fit import PATTERN_MOE_ALL, describe_overrides
+from .placement.prefill import PrefillEstimate
 from .placement.server import ServerPlan, approximate, flags_after, plan_server
-from .placement.speed import SpeedEstimate, approximate_weights_bytes, estimate
+from .placement.speed import (
+    DEFAULT_CPU_FLOPS,
+    SpeedEstimate,
+    approximate_tensors,
+    approximate_weights_bytes,
+    estimate,
+)
 from .placement.tensors import WeightTensor
 from .placement.types import Device, Host, Params, Usage
 from .twins import merge_twins
@@ -76,6 +83,7 @@ class Recommendation:
     score: float
     prediction_message: str
     speed: SpeedEstimate | None = None  # the decode estimate the score rests on
+    prefill: PrefillEstimate | None = None  # the workload's p95 prompt (its time to first token)
     placement: str = GPU  # GPU: all on the GPU(s); FIT: --fit moves part to RAM; EXPERTS: --n-cpu-moe; UNCHECKED
     server: ServerPlan | None = None  # the fit's replay, for FIT and EXPERTS (and GPU on several GPUs)
     # cells left to each request when all the workload's requests are in flight (in its slot, or its share of
@@ -119,6 +127,20 @@ class _Context:
     read_weights: int
     model_path: str
     speeds: dict[ServerFlags, SpeedEstimate] = field(default_factory=dict)
+    prefills: dict[ServerFlags, PrefillEstimate] = field(default_factory=dict)
+
+    def prefill(self, flags: ServerFlags) -> PrefillEstimate:
+        if flags not in self.prefills:
+            if self.tensors is not None:
+                rows = [(t.name, t.nbytes, t.n_elements) for t in self.tensors]
+            else:  # the approximation's rows at Q4_K's 4.5 bits per weight
+                rows = [(n, b, b * 16 // 9) for n, b in approximate_tensors(self.model, self.read_weights)]
+            prompt = max(1, self.workload.prompt_tokens)
+            work = prefill.work_for(self.model, flags, devices=self.speed_gpus, tensors=rows, prompt_tokens=prompt)
+            self.prefills[flags] = prefill.estimate(
+                work, prompt_tokens=prompt, n_ubatch=flags.n_ubatch, cpu_flops=DEFAULT_CPU_FLOPS
+            )
+        return self.prefills[flags]
 
     def speed(self, flags: ServerFlags, layout: KVLayout | None = None) -> SpeedEstimate:
         if flags not in self.speeds:
@@ -386,6 +408,7 @@ def _candidate(
         score=0.0,
         prediction_message=config.message,
         speed=speed,
+        prefill=ctx.prefill(flags),
         placement=placement,
         server=server,
         cells_spare=spare // max(prediction.in_flight, 1) if flags.kv_unified else spare,

@@ -22,6 +22,47 @@ def speed_words(r: Recommendation) -> str:
     return words + (" (an estimate, calibrated)" if speed.calibration else " (an estimate)")
 
 
+def ttft_seconds(r: Recommendation, workload: Workload | None) -> float | None:
+    if r.prefill is None or workload is None:
+        return None
+    decode = r.speed.tok_s if r.speed is not None else None
+    return r.prefill.ttft(
+        concurrency=workload.concurrency,
+        slots=_slots(r, workload),
+        output_tokens=workload.output_tokens,
+        decode_tok_s=decode,
+    )
+
+
+def _slots(r: Recommendation, workload: Workload) -> int:
+    """The slots serving the burst: the decode estimate's sequences (min(slots, concurrency)) say it."""
+    return r.speed.sequences if r.speed is not None else min(r.flags.parallel or 1, workload.concurrency)
+
+
+def ttft_words(r: Recommendation, workload: Workload | None) -> str:
+    """The time to the first token of the workload's p95 prompt, the last of its burst, with its prefill speed."""
+    p = r.prefill
+    if p is None or workload is None:
+        return "time to first token unknown: no workload"
+    if p.tok_s is None:
+        return f"time to first token unknown: no FP32 peak or bandwidth for {', '.join(p.unknown) or 'the GPU'}"
+    ttft = ttft_seconds(r, workload)
+    slots = _slots(r, workload)
+    if ttft is None:
+        return f"prefill ≈ {p.tok_s:,.0f} tok/s; first token of a queued request unknown (no decode speed)"
+    burst = workload.concurrency
+    how = (
+        "alone"
+        if burst == 1
+        else f"the last of {burst} at once"
+        + (f", {burst - slots} queued for a slot" if burst > slots else ", sharing the prefill")
+    )
+    return (
+        f"first token ≈ {ttft:,.1f} s for the {workload.prompt_tokens:,}-token prompt ({how}; "
+        f"prefill ≈ {p.tok_s:,.0f} tok/s, an estimate)"
+    )
+
+
 def cells_words(r: Recommendation, workload: Workload) -> str:
     need = workload.cells_per_request
     where = (
@@ -45,6 +86,9 @@ def facts(r: Recommendation, workload: Workload | None) -> dict[str, Any]:
     return {
         "speed": speed_words(r),
         "tok_s": None if r.speed is None or r.speed.tok_s is None else round(r.speed.tok_s, 2),
+        "ttft": ttft_words(r, workload),
+        "ttft_s": None if (t := ttft_seconds(r, workload)) is None else round(t, 3),
+        "prefill_tok_s": None if r.prefill is None or r.prefill.tok_s is None else round(r.prefill.tok_s, 1),
         "cells_spare": r.cells_spare,
         "cells": "" if workload is None else cells_words(r, workload),
         "vram_left": r.vram_left,

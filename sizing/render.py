@@ -13,6 +13,7 @@ from .cmdline import ArgNote, to_command
 from .ggml_types import block_note
 from .kv import FORMULA_VERSION, ServerFlags
 from .memory import COMPUTE_FORMULA
+from .placement.server import ServerPlan
 from .recommend import RANKING
 from .recommendation_facts import facts
 from .report import RecordCheck, context_json, cpu_json, fit_log, model_json, outside_json, prediction_json
@@ -403,10 +404,27 @@ def server_data(
         "host_notes": list(plan.host_notes),
         "n_gpus": n_gpus if n_gpus is not None else sum(1 for r in rows if not r["is_host"]),
         "speed": speed_view,
+        "prefill": prefill_view(plan),
         "measured": measured,
         "log": log,
         "log_note": LOG_NOTE,
         "outside_label": OUTSIDE_LABEL,
+    }
+
+
+def prefill_view(plan: ServerPlan) -> dict[str, Any] | None:
+    """The workload's prompt: its prefill speed and time (an estimate), or unknown and why."""
+    p = plan.prefill
+    if p is None:
+        return None
+    return {
+        "tok_s": None if p.tok_s is None else round(p.tok_s, 1),
+        "seconds": None if p.seconds is None else round(p.seconds, 3),
+        "prompt_tokens": p.prompt_tokens,
+        "n_ubatch": p.n_ubatch,
+        "ubatches": p.inputs.get("ubatches"),
+        "label": p.label,
+        "efficiency": [f"{name}: {text}" for name, text in p.inputs.get("efficiency", {}).items()],
     }
 
 
@@ -488,6 +506,16 @@ def server_text(view: dict[str, Any]) -> list[str]:
                 read = f"{mib(p['bytes'])} per step, " if p["bytes"] else ""  # a hand-off reads nothing
                 lines.append(f"    {p['name']}: {read}{p['ms']:,.3f} ms ({p['bound']})")
         lines.append(f"  bandwidths: {'; '.join(speed['bandwidths'])}")
+    pre = view.get("prefill")
+    if pre is not None:
+        if pre["tok_s"] is None:
+            lines.append(f"prefill: {pre['label']}")
+        else:
+            lines.append(
+                f"prefill (estimate): {pre['tok_s']:,.0f} tok/s, {pre['seconds']:,.2f} s for the "
+                f"{pre['prompt_tokens']:,}-token prompt in {pre['ubatches']} ubatch(es) of {pre['n_ubatch']} — "
+                f"{pre['label']}"
+            )
     measured = view.get("measured")
     if measured and measured.get("runs"):
         for run in measured["runs"]:

@@ -221,6 +221,17 @@ def server_json(plan: ServerPlan | None) -> dict[str, Any]:
             }
             for r in plan.rows
         ],
+        "prefill_tok_s_estimate": None
+        if plan.prefill is None
+        else {
+            "tok_s": plan.prefill.tok_s,
+            "seconds": plan.prefill.seconds,
+            "prompt_tokens": plan.prefill.prompt_tokens,
+            "n_ubatch": plan.prefill.n_ubatch,
+            "label": plan.prefill.label,
+            "unknown": list(plan.prefill.unknown),
+            "efficiency": dict(plan.prefill.inputs.get("efficiency", {})),
+        },
         "decode_tok_s_estimate": None
         if speed is None
         else {

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field, replace
 
 from ..hparams import ModelParams
 from ..kv import KVLayout, ServerFlags, kv_layout
-from . import breakdown, fit, overhead, speed
+from . import breakdown, fit, overhead, prefill, speed
 from . import cpu as cpu_types
 from . import host_memory as host_ram
 from .fit import ContextSize
+from .prefill import PrefillEstimate
 from .speed import SpeedEstimate
 from .tensors import WeightTensor
 from .types import DEFAULT_FIT_TARGET_MIB, Device, FitResult, Host, MiB, Params, Usage
@@ -71,6 +72,7 @@ class ServerPlan:
     error: str = ""  # llama-server cannot load this placement (e.g. -sm row on CUDA); rows are empty
     weights_note: str = ""  # APPROXIMATE_WEIGHTS when the weights are spread evenly
     speed: SpeedEstimate | None = None
+    prefill: PrefillEstimate | None = None  # the workload's prompt (sizing.placement.prefill)
     pre_fit_log: list[tuple[str, str]] = field(default_factory=list)
     cpu: cpu_types.Cpu | None = None  # the host CPU the answer assumed (None: not given)
     host_memory: host_ram.HostMemory | None = None  # the host's RAM beside what --fit counts
@@ -243,6 +245,14 @@ def plan_server(
         concurrency=concurrency,
         host=host if host.bandwidth else None,
         tensors=named,
+    )
+    # the approximation's rows are i8 of their bytes: their weights at Q4_K's 4.5 bits each
+    elements = [(t.name, t.nbytes, t.n_elements if not weights_note else t.nbytes * 8 * 2 // 9) for t in tensors]
+    plan.prefill = prefill.estimate(
+        prefill.work_for(model, plan.flags, devices=used, tensors=elements, prompt_tokens=max(1, prompt_tokens)),
+        prompt_tokens=max(1, prompt_tokens),
+        n_ubatch=plan.flags.n_ubatch,
+        cpu_flops=speed.DEFAULT_CPU_FLOPS,
     )
     return plan
 

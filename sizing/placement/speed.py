@@ -37,13 +37,14 @@ sets it beside the investigation's measurements.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from statistics import median
 from typing import Any
 
 from ..hparams import ModelParams
 from ..kv import KVLayout, ServerFlags
+from . import efficiency
 from .overrides import match as override_match
 from .types import Device, Host
 
@@ -82,6 +83,8 @@ class Location:
     # query head sharing it: CPU_KV_TRAFFIC), and the layers whose attention it runs for a GPU (HANDOFF_S each)
     kv_traffic: int = 0
     handoffs: int = 0
+    backend: str = ""  # the llama.cpp backend that runs there (sizing.placement.efficiency); "cpu" for system RAM
+    nodes: int = 0  # graph nodes (kernels) one decoding step runs there
 
 
 @dataclass(frozen=True)
@@ -142,8 +145,12 @@ def decode_speed(
     n = max(1, sequences)
     parts: list[Part] = []
     unknown = [loc.name for loc in locations if loc.bandwidth is None and (loc.weights or loc.kv)]
+    used_efficiency: dict[str, str] = {}
     for loc in locations:
-        bandwidth = loc.bandwidth or 0.0
+        eff, why = efficiency.for_backend(loc.backend or ("cpu" if loc.name == CPU else ""))
+        share = eff.bandwidth if eff else 1.0
+        used_efficiency[loc.name] = (eff.source if eff else "none: peak bandwidth") + (f" ({why})" if why else "")
+        bandwidth = (loc.bandwidth or 0.0) * share
         if loc.weights:
             seconds = loc.weights / bandwidth if bandwidth else 0.0
             parts.append(Part(f"weights on {_place(loc.name)}", loc.name, loc.weights, seconds, "bandwidth"))
@@ -161,11 +168,15 @@ def decode_speed(
                     parts.append(Part(f"hand-offs to the CPU ({loc.handoffs} layers)", loc.name, 0, handoff, "latency"))
             else:
                 parts.append(Part(f"KV on {_place(loc.name)}", loc.name, read, seconds, "bandwidth"))
+        if loc.nodes and eff and eff.node_s:
+            parts.append(Part(f"kernels on {_place(loc.name)} ({loc.nodes} graph nodes)", loc.name, 0,
+                              loc.nodes * eff.node_s, "latency"))  # fmt: skip
     step = sum(p.seconds for p in parts)
     tok_s = None if unknown or step <= 0 else 1.0 / step
     used = dict(inputs or {})
     used.update({"sequences": n, "cpu_flops": cpu_flops})
     used["bandwidth"] = {loc.name: loc.bandwidth for loc in locations}
+    used["efficiency"] = used_efficiency
     return SpeedEstimate(
         tok_s=tok_s,
         aggregate_tok_s=None if tok_s is None else tok_s * n,
@@ -187,7 +198,8 @@ def _label(locations: Sequence[Location], unknown: list[str]) -> str:
     where = ", ".join(f"{_place(loc.name)} {loc.bandwidth / 1e9:,.1f} GB/s" for loc in locations if loc.bandwidth)
     return (
         "estimate, not a measurement: bytes read per generated token (active weights + KV at the workload's "
-        f"context) over peak memory bandwidth ({where}); real decoding reaches a fraction of it"
+        f"context) over the share of peak memory bandwidth ({where}) its backend reaches, plus each kernel's "
+        "cost (sizing/placement/efficiency.py)"
     )
 
 
@@ -293,22 +305,12 @@ def locations_for(
     traffic = 0  # the CPU's attention read (CPU_KV_TRAFFIC)
     handed: set[int] = set()  # layers on a GPU whose attention the CPU runs
 
-    split = flags.tensor_split if any(flags.tensor_split) else tuple(float(max(d.free, 1)) for d in devices)
-    if flags.split_mode == "none":
-        split = tuple(1.0 if i == flags.main_gpu else 0.0 for i in range(len(devices)))
-    assign = layer_devices(model.n_layer_all, flags.n_gpu_layers, split)
-
-    def device_of(layer: int) -> str:
-        index = assign[min(layer, len(assign) - 1)]
-        return CPU if index is None else names[index]
-
+    device_of = layer_placer(model, flags, devices)
     rows = list(tensors) if tensors is not None else approximate_tensors(model, weights_bytes or 0)
     tied = not any(name.startswith("output.weight") for name, _ in rows) and tensors is not None
     for name, size in rows:
-        match = _LAYER.match(name)
-        layer = int(match.group(1)) if match else model.n_layer_all  # output, norms: the output layer
-        where = _override(name, flags.overrides) or device_of(layer)
-        weights[where if where in weights else CPU] += active_weight_bytes(name, size, model, tied)
+        where = tensor_place(name, model, flags, device_of, names)
+        weights[where] += active_weight_bytes(name, size, model, tied)
 
     # the KV each sequence reads, layer by layer: it lives with its layer, or in RAM with --no-kv-offload
     for cache in layout.caches:
@@ -329,6 +331,11 @@ def locations_for(
             if model.recr_layers and model.recr_layers[il]:
                 kv[device_of(il) if flags.kv_offload else CPU] += per_layer
 
+    per_layer_nodes = efficiency.nodes_per_layer(model.n_expert, model.n_expert_used)
+    nodes: dict[str, int] = dict.fromkeys([*names, CPU], 0)
+    for il in range(model.n_layer_all):
+        nodes[device_of(il)] += per_layer_nodes
+    backends = {d.name: d.backend for d in devices} | {CPU: "cpu"}
     return [
         Location(
             name,
@@ -338,10 +345,37 @@ def locations_for(
             flops[name],
             traffic if name == CPU else 0,
             len(handed) if name == CPU else 0,
+            backends[name],
+            nodes[name],
         )
         for name in [*names, CPU]
         if weights[name] or kv[name]
     ]
+
+
+def layer_placer(model: ModelParams, flags: ServerFlags, devices: Sequence[Device]) -> Callable[[int], str]:
+    """The device name ("CPU" for system RAM) of each layer (n_layer_all: the output layer), split mode layer."""
+    names = [d.name for d in devices]
+    split = flags.tensor_split if any(flags.tensor_split) else tuple(float(max(d.free, 1)) for d in devices)
+    if flags.split_mode == "none":
+        split = tuple(1.0 if i == flags.main_gpu else 0.0 for i in range(len(devices)))
+    assign = layer_devices(model.n_layer_all, flags.n_gpu_layers, split)
+
+    def device_of(layer: int) -> str:
+        index = assign[min(layer, len(assign) - 1)]
+        return CPU if index is None else names[index]
+
+    return device_of
+
+
+def tensor_place(
+    name: str, model: ModelParams, flags: ServerFlags, device_of: Callable[[int], str], names: Sequence[str]
+) -> str:
+    """Where a weight lives: its -ot / --cpu-moe override, else its layer's device."""
+    match = _LAYER.match(name)
+    layer = int(match.group(1)) if match else model.n_layer_all  # output, norms: the output layer
+    where = _override(name, flags.overrides) or device_of(layer)
+    return where if where in names else CPU
 
 
 def _cache_has(model: ModelParams, cache: str, il: int) -> bool:

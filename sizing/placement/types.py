@@ -30,6 +30,9 @@ class Device:
     total: int  # bytes the driver reports
     used: int = 0  # bytes already in use by other processes (and the desktop)
     bandwidth: float | None = None  # memory bandwidth in bytes/s (GPU catalogue), for the speed estimate
+    backend: str = ""  # cuda | rocm | vulkan | metal | sycl (sizing.placement.efficiency); "": not said
+    fp32_flops: float | None = None  # FP32 vector peak in FLOP/s (GPU catalogue), for the prefill estimate
+    fp16_flops: float | None = None  # dense FP16 matrix (tensor-core) peak in FLOP/s, where the catalogue has it
 
     @property
     def free(self) -> int:

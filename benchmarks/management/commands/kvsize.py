@@ -56,6 +56,7 @@ OPTION_OF_FIELD = {
     "gpu_gbps": "--gpu-gbps",
     "ram_mib": "--ram-mib",
     "ram_gbps": "--ram-gbps",
+    "backend": "--backend",
     "cpu": "--cpu",
     "prompt_tokens": "--prompt-tokens",
     "output_tokens": "--output-tokens",
@@ -132,6 +133,11 @@ class Command(BaseCommand):
             default=[],
             help="a GPU's memory bandwidth in GB/s, once per --gpu in the same order ('' for the catalogue's)",
         )
+        parser.add_argument(
+            "--backend",
+            help="the llama.cpp backend of every GPU for the speed estimates: cuda, rocm, vulkan, metal or sycl "
+            "(default: each catalogue GPU's usual one; CUDA for a GPU given by its memory)",
+        )
         parser.add_argument("--ram-mib", help="system RAM in MiB (for a CPU-only fit)")
         parser.add_argument("--ram-gbps", help="system RAM bandwidth in GB/s (default: dual-channel DDR4)")
         parser.add_argument(
@@ -206,6 +212,7 @@ class Command(BaseCommand):
         values |= {
             "ram_mib": o["ram_mib"],
             "ram_gbps": o["ram_gbps"],
+            "backend": o["backend"],
             "cpu": None if (o["cpu"] or "").strip() == "host" else o["cpu"],
             "prompt_tokens": o["prompt_tokens"],
             "output_tokens": o["output_tokens"],
