@@ -28,6 +28,7 @@ import json
 import re
 import statistics
 from collections import Counter, defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -126,6 +127,7 @@ class Case:
         if row.get("ngl") == 0 and row["backend"] != "CPU":
             self.placement = "weights in RAM"
         self.gpu = gpu_of(row["gpu"]) if row["backend"] != "CPU" else None
+        self.backend = efficiency.key(self.backend, self.gpu.vendor if self.gpu else "")
         self.shape = shape_of(row["model"], row.get("params_b"))
         self.why = self._why_not()
 
@@ -253,8 +255,8 @@ class Case:
             ]
             return speed.decode_speed(locations).tok_s
         assert self.gpu
-        device = Device("GPU0", self.gpu.name, self.gpu.memory_mib * 2**20, 0, self.bandwidth, self.backend,
-                        self.fp32_flops, self.fp16_flops)  # fmt: skip
+        device = Device("GPU0", self.gpu.name, self.gpu.memory_mib * 2**20, 0, self.bandwidth,
+                        BACKENDS[self.row["backend"]], self.fp32_flops, self.fp16_flops, self.gpu.vendor)  # fmt: skip
         work = prefill.DeviceWork(
             device, flop_per_token(self.row, self.shape), self._attention(), int(self.row["size_gib"] * GiB),
             self.nodes,
@@ -276,7 +278,12 @@ def derived(cases: list[Case]) -> dict[str, efficiency.Efficiency]:
     chosen = derivation_gpus(cases)
     usable = [c for c in cases if not c.why and c.gpu_id in chosen.get(c.backend, set())]
     names = {backend: tuple(sorted(gpus)) for backend, gpus in chosen.items()}
-    return efficiency.derive([c.observation() for c in usable], names)
+    observations = [c.observation() for c in usable]
+    # a backend kept per vendor (Vulkan) also gets figures over all its vendors, for a vendor without rows
+    for backend in efficiency.PER_VENDOR:
+        observations += [replace(o, backend=backend) for o in observations if o.backend.startswith(backend + "-")]
+        names[backend] = tuple(sorted({g for k, gpus in chosen.items() if k.startswith(backend + "-") for g in gpus}))
+    return efficiency.derive(observations, names)
 
 
 def summary(errors: list[float]) -> str:

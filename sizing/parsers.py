@@ -180,6 +180,7 @@ def parse_gpus(columns: dict[str, list[str]]) -> tuple[list[Device], list[str], 
             total_mib, description, mib_text = gpu.memory_mib, gpu.name, ""
             backend, fp32 = gpu.backend, None if gpu.fp32_tflops is None else gpu.fp32_tflops * 1e12
             fp16 = None if gpu.fp16_tflops is None else gpu.fp16_tflops * 1e12
+            vendor = gpu.vendor
             if bandwidth is None and gpu.bandwidth is not None:
                 bandwidth, source = gpu.bandwidth, f"the catalogue: {gpu.bandwidth_source}"
         elif mib_text:
@@ -188,7 +189,7 @@ def parse_gpus(columns: dict[str, list[str]]) -> tuple[list[Device], list[str], 
             except forms.ValidationError as exc:
                 raise forms.ValidationError({"gpu_mib": exc}) from None
             description, mib_text = f"a GPU of {total_mib:,} MiB", str(total_mib)
-            backend, fp32, fp16 = "", None, None
+            backend, fp32, fp16, vendor = "", None, None, ""
         else:
             raise forms.ValidationError({"gpu": f"{what}: pick a GPU from the catalogue or give its memory in MiB."})
         used = _whole(used_text) if used_text else 0
@@ -196,7 +197,7 @@ def parse_gpus(columns: dict[str, list[str]]) -> tuple[list[Device], list[str], 
             raise forms.ValidationError(
                 {"gpu_used": f"{what}: the memory already in use must be whole MiB below its {total_mib:,} MiB."}
             )
-        devices.append(Device(f"CUDA{i}", description, total_mib * MiB, used * MiB, bandwidth, backend, fp32, fp16))
+        devices.append(Device(f"CUDA{i}", description, total_mib * MiB, used * MiB, bandwidth, backend, fp32, fp16, vendor))
         sources.append(source)
         for name, value in zip(GPU_FIELDS, (gpu_id, mib_text, str(used) if used else "", gbps_text), strict=True):
             effective[name].append(value)

@@ -79,26 +79,26 @@ EFFICIENCY: dict[str, Efficiency] = {
         backend="cuda",
         bandwidth=0.814,
         node_s=2.92e-06,
-        matmul=1.855,
-        tensor=0.0,
+        matmul=1.823,
+        tensor=0.971,
         rows=22,
         derived_from=("dgx-spark-gb10-128gb", "jetson-agx-orin-64gb", "rtx-4080", "rtx-4090"),
     ),
     "metal": Efficiency(
         backend="metal",
-        bandwidth=0.902,
-        node_s=8.07e-06,
-        matmul=0.692,
+        bandwidth=0.898,
+        node_s=8.25e-06,
+        matmul=0.688,
         tensor=0.0,
-        rows=23,
+        rows=30,
         derived_from=(
-            "apple-m1-max-64gb",
             "apple-m1-pro-32gb",
-            "apple-m2-24gb",
+            "apple-m1-ultra-128gb",
+            "apple-m2-max-96gb",
             "apple-m2-pro-32gb",
-            "apple-m3-24gb",
-            "apple-m3-max-128gb",
+            "apple-m3-pro-36gb",
             "apple-m4-max-128gb",
+            "apple-m4-pro-64gb",
         ),
     ),
     "rocm": Efficiency(
@@ -115,12 +115,21 @@ EFFICIENCY: dict[str, Efficiency] = {
     ),
     "vulkan": Efficiency(
         backend="vulkan",
-        bandwidth=0.575,
-        node_s=8.7e-07,
-        matmul=1.493,
-        tensor=0.0,
-        rows=14,
-        derived_from=("radeon-8060s-strix-halo-128gb", "rtx-3090", "rtx-4090", "rx-6800-xt"),
+        bandwidth=0.404,
+        node_s=0.0,
+        matmul=1.614,
+        tensor=0.71,
+        rows=15,
+        derived_from=("arc-a770-16gb", "radeon-8060s-strix-halo-128gb", "rtx-2070", "rtx-3090", "rtx-4090"),
+    ),
+    "vulkan-nvidia": Efficiency(
+        backend="vulkan-nvidia",
+        bandwidth=0.425,
+        node_s=0.0,
+        matmul=1.838,
+        tensor=0.704,
+        rows=12,
+        derived_from=("rtx-2070", "rtx-3090", "rtx-4090"),
     ),
 }
 
@@ -129,11 +138,27 @@ FALLBACK = {"sycl": "vulkan", "opencl": "vulkan", "rocm": "vulkan", "cpu": "cpu"
 BACKENDS = ("cuda", "rocm", "vulkan", "metal", "sycl", "cpu")
 
 
+# Vulkan is one backend over every vendor's driver and hardware: its kernels and drivers reach very different
+# shares of each vendor's peak (the class of hardware), so its figures are per vendor where the rows allow.
+PER_VENDOR = ("vulkan",)
+
+
+def key(backend: str, vendor: str = "") -> str:
+    """The EFFICIENCY key of a backend on a vendor's GPU: "vulkan-nvidia", or the backend alone."""
+    name = (backend or "").lower()
+    return f"{name}-{vendor.lower()}" if name in PER_VENDOR and vendor else name
+
+
 def for_backend(backend: str) -> tuple[Efficiency | None, str]:
-    """The figures for a backend, and what was used ("" when its own; else the fallback's name and why)."""
+    """The figures for a backend (or a `key`), and what was used ("" when its own; else the fallback's name and
+    why)."""
     name = (backend or "").lower()
     if name in EFFICIENCY:
         return EFFICIENCY[name], ""
+    if "-" in name and name.split("-")[0] in EFFICIENCY:
+        return EFFICIENCY[
+            name.split("-")[0]
+        ], f"{name}: no derivation GPU of this vendor, {name.split('-')[0]}'s figures used"
     fallback = FALLBACK.get(name, "cuda")
     if fallback in EFFICIENCY:
         return EFFICIENCY[fallback], f"{name or 'unknown backend'}: no derivation GPU, {fallback}'s figures used"

@@ -20,7 +20,8 @@ GPU, the CPU's FLOP rate does the work.
 The time to the first token of a burst of ``concurrency`` requests of P tokens on ``slots`` slots: the
 prompts in flight share the prefill (the server batches every slot's tokens together), so the first wave's
 last first token comes after min(concurrency, slots) × P / rate; a request that finds every slot busy waits
-for a wave to finish its whole request (its prompt and its output at the decode rate).
+for a wave to finish its whole request (its prompt and its output at the decode rate), then shares the
+prefill with the others of its wave.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ class PrefillEstimate:
             return first_wave
         if not decode_tok_s:
             return None
-        return (waves - 1) * (first_wave + output_tokens / decode_tok_s) + first_wave
+        last_wave = max(1, concurrency) - (waves - 1) * in_flight  # the requests that waited, prefilled together
+        return (waves - 1) * (first_wave + output_tokens / decode_tok_s) + last_wave * self.seconds
 
 
 def prefill_seconds(
@@ -94,7 +96,7 @@ def prefill_seconds(
             used["CPU"] = f"CPU {cpu_flops / 1e12:.2f} TFLOP/s" + (f"; {PCIE_SOURCE}" if has_gpu else "")
             continue
         d = w.device
-        eff, why = efficiency.for_backend(d.backend)
+        eff, why = efficiency.for_backend(efficiency.key(d.backend, d.vendor))
         if eff is not None and eff.tensor and d.fp16_flops:
             rate = eff.tensor * d.fp16_flops  # the class with matrix units
         elif eff is not None and eff.matmul and d.fp32_flops:

@@ -335,7 +335,7 @@ def locations_for(
     nodes: dict[str, int] = dict.fromkeys([*names, CPU], 0)
     for il in range(model.n_layer_all):
         nodes[device_of(il)] += per_layer_nodes
-    backends = {d.name: d.backend for d in devices} | {CPU: "cpu"}
+    backends = {d.name: efficiency.key(d.backend, d.vendor) for d in devices} | {CPU: "cpu"}
     return [
         Location(
             name,

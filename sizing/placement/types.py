@@ -33,6 +33,7 @@ class Device:
     backend: str = ""  # cuda | rocm | vulkan | metal | sycl (sizing.placement.efficiency); "": not said
     fp32_flops: float | None = None  # FP32 vector peak in FLOP/s (GPU catalogue), for the prefill estimate
     fp16_flops: float | None = None  # dense FP16 matrix (tensor-core) peak in FLOP/s, where the catalogue has it
+    vendor: str = ""  # NVIDIA, AMD, Intel, Apple (the catalogue's): Vulkan's efficiency is per vendor
 
     @property
     def free(self) -> int:

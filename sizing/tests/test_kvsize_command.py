@@ -309,3 +309,35 @@ def test_the_three_gpu_figures_say_what_each_is_to_be_compared_with():
         "as nvidia-smi would show: 14,770.18 MiB–14,802.18 MiB of 16,311.00 MiB"
         " (compare with its memory.used while the server runs)"
     )
+
+
+def test_the_json_carries_the_prompts_prefill_estimate_and_each_recommendations_first_token():
+    data = fitted("--gpu", "rtx-5060-ti-16gb", "-c", "12288", "-np", "1", "-ctk", "q8_0", "-ctv", "q8_0",
+                  "-fa", "on", "--prompt-tokens", "4362", "--output-tokens", "1738", "--concurrency", "3")  # fmt: skip
+    pre = data["prefill_tok_s_estimate"]
+    assert pre["prompt_tokens"] == 4362 and pre["n_ubatch"] == 512 and pre["unknown"] == []
+    assert pre["tok_s"] == pytest.approx(4362 / pre["seconds"]) and 300 < pre["tok_s"] < 3000
+    assert pre["label"].startswith("estimate, not a measurement") and pre["efficiency"]["CUDA0"].startswith("cuda: ")
+    for r in data["recommendations"]:
+        assert r["ttft"].startswith("first token ≈ ") and r["ttft_s"] > 0 and r["prefill_tok_s"] > 0
+    slots = {r["ttft_s"]: r["command"][r["command"].index("-np") + 1] for r in data["recommendations"]}
+    assert set(slots.values()) == {"2", "3"}
+    for r in data["recommendations"]:  # three on two slots: the third waits for a whole request, then prefills
+        np = r["command"][r["command"].index("-np") + 1]
+        assert ("1 queued for a slot" in r["ttft"]) == (np == "2") and ("sharing the prefill" in r["ttft"]) == (
+            np == "3"
+        )
+    assert min(t for t, np in slots.items() if np == "2") > 3 * max(t for t, np in slots.items() if np == "3")
+
+
+@pytest.mark.parametrize("backend", ["vulkan", "metal"])
+def test_backend_sets_the_factors_every_gpu_is_estimated_with(backend):
+    cuda = fitted("--gpu", "rtx-5060-ti-16gb", "-c", "8192", "-np", "1")
+    other = fitted("--gpu", "rtx-5060-ti-16gb", "-c", "8192", "-np", "1", "--backend", backend)
+    assert other["prefill_tok_s_estimate"]["efficiency"]["CUDA0"].startswith(f"{backend}: ")
+    assert other["decode_tok_s_estimate"]["tok_s"] != cuda["decode_tok_s_estimate"]["tok_s"]
+
+
+def test_an_unknown_backend_is_refused_with_the_ones_kvsize_knows():
+    with pytest.raises(CommandError, match="--backend: The backend: cuda, rocm, vulkan, metal or sycl, not 'opencl'"):
+        kvsize(*DEVSTRAL, "--gpu", "rtx-5060-ti-16gb", "--backend", "opencl")
