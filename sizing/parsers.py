@@ -197,7 +197,9 @@ def parse_gpus(columns: dict[str, list[str]]) -> tuple[list[Device], list[str], 
             raise forms.ValidationError(
                 {"gpu_used": f"{what}: the memory already in use must be whole MiB below its {total_mib:,} MiB."}
             )
-        devices.append(Device(f"CUDA{i}", description, total_mib * MiB, used * MiB, bandwidth, backend, fp32, fp16, vendor))
+        devices.append(
+            Device(f"CUDA{i}", description, total_mib * MiB, used * MiB, bandwidth, backend, fp32, fp16, vendor)
+        )
         sources.append(source)
         for name, value in zip(GPU_FIELDS, (gpu_id, mib_text, str(used) if used else "", gbps_text), strict=True):
             effective[name].append(value)

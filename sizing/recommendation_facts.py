@@ -45,7 +45,8 @@ def ttft_words(r: Recommendation, workload: Workload | None) -> str:
     if p is None or workload is None:
         return "time to first token unknown: no workload"
     if p.tok_s is None:
-        return f"time to first token unknown: no compute peak (FP16 matrix or FP32) or bandwidth for {', '.join(p.unknown) or 'the GPU'}"
+        missing = ", ".join(p.unknown) or "the GPU"
+        return f"time to first token unknown: no compute peak (FP16 matrix or FP32) or bandwidth for {missing}"
     ttft = ttft_seconds(r, workload)
     slots = _slots(r, workload)
     if ttft is None:
