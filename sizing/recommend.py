@@ -130,17 +130,22 @@ class _Context:
     prefills: dict[ServerFlags, PrefillEstimate] = field(default_factory=dict)
 
     def prefill(self, flags: ServerFlags) -> PrefillEstimate:
-        if flags not in self.prefills:
+        """The workload's prompt under these flags: what it depends on is only where the weights and the
+        attention run and the ubatch, so candidates that differ in their KV's size or type share one."""
+        key = replace(ServerFlags(), n_gpu_layers=flags.n_gpu_layers, overrides=flags.overrides,
+                      tensor_split=flags.tensor_split, split_mode=flags.split_mode, main_gpu=flags.main_gpu,
+                      kv_offload=flags.kv_offload, n_ubatch=flags.n_ubatch)  # fmt: skip
+        if key not in self.prefills:
             if self.tensors is not None:
                 rows = [(t.name, t.nbytes, t.n_elements) for t in self.tensors]
             else:  # the approximation's rows at Q4_K's 4.5 bits per weight
                 rows = [(n, b, b * 16 // 9) for n, b in approximate_tensors(self.model, self.read_weights)]
             prompt = max(1, self.workload.prompt_tokens)
-            work = prefill.work_for(self.model, flags, devices=self.speed_gpus, tensors=rows, prompt_tokens=prompt)
-            self.prefills[flags] = prefill.estimate(
-                work, prompt_tokens=prompt, n_ubatch=flags.n_ubatch, cpu_flops=DEFAULT_CPU_FLOPS
+            work = prefill.work_for(self.model, key, devices=self.speed_gpus, tensors=rows, prompt_tokens=prompt)
+            self.prefills[key] = prefill.estimate(
+                work, prompt_tokens=prompt, n_ubatch=key.n_ubatch, cpu_flops=DEFAULT_CPU_FLOPS
             )
-        return self.prefills[flags]
+        return self.prefills[key]
 
     def speed(self, flags: ServerFlags, layout: KVLayout | None = None) -> SpeedEstimate:
         if flags not in self.speeds:
