@@ -63,6 +63,7 @@ bench: setup $(VENV)/.dev-installed
 	$(BIN)/python bench/load_test.py
 	$(BIN)/python bench/sizing_speed.py
 	$(BIN)/python bench/speed_accuracy.py
+	$(BIN)/python bench/prefill_cost.py
 	$(BIN)/python bench/bounded_pages.py
 	$(BIN)/python bench/bounded_pages.py --engine postgres
 	$(BIN)/python bench/explain_plans.py

@@ -13,9 +13,10 @@ A prompt of P tokens runs in ubatches of ``-ub`` tokens (llama_context::decode).
 
 with the backend's factors (sizing.placement.efficiency: the FP16 matrix peak where the GPU has matrix units
 and the catalogue a figure, else the FP32 peak: derived per backend from public llama-bench
-rows of other GPUs, never this one). Weights kept in system RAM are copied to the GPU for each ubatch
-(llama.cpp's op offload, on by default for batches of 32 tokens or more) at PCIe 4.0 ×16's peak; without a
-GPU, the CPU's FLOP rate does the work.
+rows of other GPUs, never this one). Weights kept in system RAM are copied to the GPU for each ubatch, which
+runs their products (llama.cpp's op offload, on by default: ggml-cuda offloads an op of 32 tokens or more,
+ggml_backend_cuda_device_offload_op's min_batch_size) at PCIe 4.0 ×16's peak; without a GPU, or for the
+attention over a KV in RAM, the CPU's FLOP rate does the work.
 
 The time to the first token of a burst of ``concurrency`` requests of P tokens on ``slots`` slots: the
 prompts in flight share the prefill (the server batches every slot's tokens together), so the first wave's
@@ -78,6 +79,16 @@ class PrefillEstimate:
         return (waves - 1) * (first_wave + output_tokens / decode_tok_s) + last_wave * self.seconds
 
 
+def _gpu_rate(d: Device) -> tuple[float, efficiency.Efficiency | None, str]:
+    """The FLOP/s a GPU's products reach (0: unknown), its backend's factors and why those."""
+    eff, why = efficiency.for_backend(efficiency.key(d.backend, d.vendor))
+    if eff is not None and eff.tensor and d.fp16_flops:
+        return eff.tensor * d.fp16_flops, eff, why  # the class with matrix units
+    if eff is not None and eff.matmul and d.fp32_flops:
+        return eff.matmul * d.fp32_flops, eff, why
+    return 0.0, eff, why
+
+
 def prefill_seconds(
     work: Sequence[DeviceWork], *, prompt_tokens: int, n_ubatch: int, cpu_flops: float
 ) -> tuple[float | None, list[str], dict[str, str]]:
@@ -85,28 +96,29 @@ def prefill_seconds(
     tokens = max(1, prompt_tokens)
     ubatch = max(1, min(n_ubatch, tokens))
     n_ubatches = -(-tokens // ubatch)
-    has_gpu = any(w.device is not None for w in work)
+    gpus = [w.device for w in work if w.device is not None]
     total, unknown, used = 0.0, [], {}
     for w in work:
-        flop = w.flop_per_token * tokens + w.attention_flop
         if w.device is None:
-            total += flop / cpu_flops
-            if has_gpu and ubatch >= OP_OFFLOAD_MIN_BATCH and w.weight_bytes:
-                total += n_ubatches * w.weight_bytes / PCIE_BANDWIDTH  # op offload: the weights cross PCIe
-            used["CPU"] = f"CPU {cpu_flops / 1e12:.2f} TFLOP/s" + (f"; {PCIE_SOURCE}" if has_gpu else "")
+            products = w.flop_per_token * tokens
+            offload = gpus and ubatch >= OP_OFFLOAD_MIN_BATCH and products
+            rate = _gpu_rate(gpus[0])[0] if offload else 0.0
+            if offload and rate:
+                # op offload: the weights cross PCIe to the first GPU each ubatch, which runs their products
+                total += products / rate + n_ubatches * w.weight_bytes / PCIE_BANDWIDTH
+            else:
+                total += products / cpu_flops
+            total += w.attention_flop / cpu_flops  # the CPU attends over a KV in RAM
+            used["CPU"] = f"CPU {cpu_flops / 1e12:.2f} TFLOP/s" + (
+                f"; its weights' products on {gpus[0].name} after crossing {PCIE_SOURCE}" if offload and rate else ""
+            )
             continue
         d = w.device
-        eff, why = efficiency.for_backend(efficiency.key(d.backend, d.vendor))
-        if eff is not None and eff.tensor and d.fp16_flops:
-            rate = eff.tensor * d.fp16_flops  # the class with matrix units
-        elif eff is not None and eff.matmul and d.fp32_flops:
-            rate = eff.matmul * d.fp32_flops
-        else:
-            rate = 0.0
+        rate, eff, why = _gpu_rate(d)
         if eff is None or not rate or d.bandwidth is None:
             unknown.append(d.name)
             continue
-        total += flop / rate
+        total += (w.flop_per_token * tokens + w.attention_flop) / rate
         total += n_ubatches * (w.weight_bytes / (eff.bandwidth * d.bandwidth) + w.nodes * eff.node_s)
         used[d.name] = eff.source + (f" ({why})" if why else "")
     return (None if unknown else total), unknown, used

@@ -246,14 +246,15 @@ def plan_server(
         host=host if host.bandwidth else None,
         tensors=named,
     )
-    # the approximation's rows are i8 of their bytes: their weights at Q4_K's 4.5 bits each
-    elements = [(t.name, t.nbytes, t.n_elements if not weights_note else t.nbytes * 8 * 2 // 9) for t in tensors]
-    plan.prefill = prefill.estimate(
-        prefill.work_for(model, plan.flags, devices=used, tensors=elements, prompt_tokens=max(1, prompt_tokens)),
-        prompt_tokens=max(1, prompt_tokens),
-        n_ubatch=plan.flags.n_ubatch,
-        cpu_flops=speed.DEFAULT_CPU_FLOPS,
-    )
+    if prompt_tokens > 0:  # without a workload there is no prompt to estimate
+        # the approximation's rows are i8 of their bytes: their weights at Q4_K's 4.5 bits each
+        elements = [(t.name, t.nbytes, t.n_elements if not weights_note else t.nbytes * 16 // 9) for t in tensors]
+        plan.prefill = prefill.estimate(
+            prefill.work_for(model, plan.flags, devices=used, tensors=elements, prompt_tokens=prompt_tokens),
+            prompt_tokens=prompt_tokens,
+            n_ubatch=plan.flags.n_ubatch,
+            cpu_flops=speed.DEFAULT_CPU_FLOPS,
+        )
     return plan
 
 

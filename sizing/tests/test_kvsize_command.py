@@ -332,10 +332,30 @@ def test_the_json_carries_the_prompts_prefill_estimate_and_each_recommendations_
 
 @pytest.mark.parametrize("backend", ["vulkan", "metal"])
 def test_backend_sets_the_factors_every_gpu_is_estimated_with(backend):
-    cuda = fitted("--gpu", "rtx-5060-ti-16gb", "-c", "8192", "-np", "1")
-    other = fitted("--gpu", "rtx-5060-ti-16gb", "-c", "8192", "-np", "1", "--backend", backend)
+    cuda = fitted(
+        "--gpu", "rtx-5060-ti-16gb", "-c", "8192", "-np", "1", "--prompt-tokens", "4000", "--output-tokens", "100"
+    )
+    other = fitted(
+        "--gpu",
+        "rtx-5060-ti-16gb",
+        "-c",
+        "8192",
+        "-np",
+        "1",
+        "--prompt-tokens",
+        "4000",
+        "--output-tokens",
+        "100",
+        "--backend",
+        backend,
+    )
     assert other["prefill_tok_s_estimate"]["efficiency"]["CUDA0"].startswith(f"{backend}")
     assert other["decode_tok_s_estimate"]["tok_s"] != cuda["decode_tok_s_estimate"]["tok_s"]
+    assert cuda["prefill_tok_s_estimate"]["efficiency"]["CUDA0"].startswith("cuda: ")
+
+
+def test_without_a_workload_there_is_no_prompt_to_estimate():
+    assert fitted("--gpu", "rtx-5060-ti-16gb", "-c", "8192")["prefill_tok_s_estimate"] is None
 
 
 def test_an_unknown_backend_is_refused_with_the_ones_kvsize_knows():
