@@ -28,10 +28,12 @@ token are, summed over where the bytes live (layers run one after the other, acr
   are on a GPU (HANDOFF_S: the layer's activations to the CPU and its attention output back, with a
   synchronisation each way);
 
-This is a first-principles estimate, not a measurement: real decoding reaches a fraction of peak
-bandwidth. kvlab states the estimate as such (`label`) and applies an efficiency factor only where
-measured runs of the same model and GPU give one (`calibrate`). sizing/tests/placement/test_speed.py
-sets it beside the investigation's measurements.
+This is an estimate, not a measurement: real decoding reaches a share of the peak bandwidth and pays for each
+kernel it launches. Both are per backend (sizing.placement.efficiency: derived from public llama-bench rows
+of other GPUs, the reported accuracy is over held-out GPUs): each location's reads run at its backend's
+share of its bandwidth, and each graph node (NODES_DENSE a dense layer, more for a MoE layer) adds the
+backend's node_s. Measured runs of the same model and GPU calibrate it further (`calibrate`).
+sizing/tests/placement/test_speed.py sets it beside the investigation's measurements.
 """
 
 from __future__ import annotations
