@@ -26,7 +26,6 @@ from sizing.catalogue import models, weights_for
 from sizing.hparams import ModelParams, model_params
 from sizing.kv import ServerFlags
 from sizing.placement import prefill
-from sizing.placement.types import Device, MiB
 from sizing.size import size
 from sizing.workload import Workload
 
@@ -41,8 +40,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="3 models, 2 repeats")
     args = parser.parse_args()
     gpu = catalogue.gpus()["rtx-5060-ti-16gb"]
-    device = Device("CUDA0", gpu.name, gpu.memory_mib * MiB, 0, gpu.bandwidth, gpu.backend,
-                    (gpu.fp32_tflops or 0) * 1e12, None, gpu.vendor)  # fmt: skip
+    device = gpu.device()
     entries = list(models().items())[: 3 if args.smoke else None]
     repeats = 2 if args.smoke else args.repeats
     ratios, rows = [], []

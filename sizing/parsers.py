@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -177,19 +178,17 @@ def parse_gpus(columns: dict[str, list[str]]) -> tuple[list[Device], list[str], 
             if gpu is None:
                 message = f"{what}: {gpu_id[:64]!r} is not a GPU of the catalogue; pick one or give its memory in MiB."
                 raise forms.ValidationError({"gpu": message})
-            total_mib, description, mib_text = gpu.memory_mib, gpu.name, ""
-            backend, fp32 = gpu.backend, None if gpu.fp32_tflops is None else gpu.fp32_tflops * 1e12
-            fp16 = None if gpu.fp16_tflops is None else gpu.fp16_tflops * 1e12
-            vendor = gpu.vendor
+            total_mib, mib_text = gpu.memory_mib, ""
             if bandwidth is None and gpu.bandwidth is not None:
-                bandwidth, source = gpu.bandwidth, f"the catalogue: {gpu.bandwidth_source}"
+                source = f"the catalogue: {gpu.bandwidth_source}"
+            device = gpu.device(bandwidth=bandwidth)
         elif mib_text:
             try:
                 total_mib = parse_mib(mib_text, f"{what}: its memory", MAX_GPU_MIB)
             except forms.ValidationError as exc:
                 raise forms.ValidationError({"gpu_mib": exc}) from None
-            description, mib_text = f"a GPU of {total_mib:,} MiB", str(total_mib)
-            backend, fp32, fp16, vendor = "", None, None, ""
+            mib_text = str(total_mib)
+            device = Device("", f"a GPU of {total_mib:,} MiB", total_mib * MiB, 0, bandwidth)
         else:
             raise forms.ValidationError({"gpu": f"{what}: pick a GPU from the catalogue or give its memory in MiB."})
         used = _whole(used_text) if used_text else 0
@@ -197,9 +196,7 @@ def parse_gpus(columns: dict[str, list[str]]) -> tuple[list[Device], list[str], 
             raise forms.ValidationError(
                 {"gpu_used": f"{what}: the memory already in use must be whole MiB below its {total_mib:,} MiB."}
             )
-        devices.append(
-            Device(f"CUDA{i}", description, total_mib * MiB, used * MiB, bandwidth, backend, fp32, fp16, vendor)
-        )
+        devices.append(replace(device, name=f"CUDA{i}", used=used * MiB))
         sources.append(source)
         for name, value in zip(GPU_FIELDS, (gpu_id, mib_text, str(used) if used else "", gbps_text), strict=True):
             effective[name].append(value)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..placement.types import Device
 from ..weights import WeightsFigure, computed_bytes, computed_source
 
 HERE = Path(__file__).resolve().parent
@@ -75,6 +76,16 @@ class CatalogueGpu:
     def bandwidth(self) -> float | None:
         """Bytes per second, or None when unknown."""
         return None if self.bandwidth_gbps is None else self.bandwidth_gbps * 1e9
+
+    def device(self, name: str = "CUDA0", used: int = 0, bandwidth: float | None = None) -> Device:
+        """This GPU as the fit and the speed estimates see it: its memory, `used` bytes already taken, its
+        bandwidth (or the one given), backend, vendor and compute peaks."""
+        return Device(
+            name, self.name, self.memory_mib * 2**20, used, bandwidth or self.bandwidth, self.backend,
+            None if self.fp32_tflops is None else self.fp32_tflops * 1e12,
+            None if self.fp16_tflops is None else self.fp16_tflops * 1e12,
+            self.vendor,
+        )  # fmt: skip
 
 
 @functools.cache
