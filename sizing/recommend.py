@@ -132,9 +132,9 @@ class _Context:
     def prefill(self, flags: ServerFlags) -> PrefillEstimate:
         """The workload's prompt under these flags: what it depends on is only where the weights and the
         attention run and the ubatch, so candidates that differ in their KV's size or type share one."""
-        key = replace(ServerFlags(), n_gpu_layers=flags.n_gpu_layers, overrides=flags.overrides,
-                      tensor_split=flags.tensor_split, split_mode=flags.split_mode, main_gpu=flags.main_gpu,
-                      kv_offload=flags.kv_offload, n_ubatch=flags.n_ubatch)  # fmt: skip
+        key = ServerFlags(n_gpu_layers=flags.n_gpu_layers, overrides=flags.overrides,
+                          tensor_split=flags.tensor_split, split_mode=flags.split_mode, main_gpu=flags.main_gpu,
+                          kv_offload=flags.kv_offload, n_ubatch=flags.n_ubatch)  # fmt: skip
         if key not in self.prefills:
             if self.tensors is not None:
                 rows = [(t.name, t.nbytes, t.n_elements) for t in self.tensors]
@@ -398,7 +398,10 @@ def _candidate(
     placement: str,
     placed: list[tuple[str, str]] | None = None,
     server: ServerPlan | None = None,
+    placed_flags: ServerFlags | None = None,
 ) -> Recommendation:
+    """`placed_flags`: the placement `speed` was estimated at (the fit's, for a command that leaves it to --fit);
+    the prompt's estimate rests on the same one. Default: `flags`."""
     reasons = _reasons(config.flags, ctx.workload, config.layout.n_ctx_seq, plan, placement)
     if not config.flags.kv_offload:
         reasons.append(("--no-kv-offload", _kv_in_ram(ctx, config, speed)))
@@ -413,7 +416,7 @@ def _candidate(
         score=0.0,
         prediction_message=config.message,
         speed=speed,
-        prefill=ctx.prefill(flags),
+        prefill=ctx.prefill(placed_flags or flags),
         placement=placement,
         server=server,
         cells_spare=spare // max(prediction.in_flight, 1) if flags.kv_unified else spare,
@@ -439,13 +442,13 @@ def _fitted_candidate(
     flags = config.flags if base.fit else replace(effective, fit=False)
     if all_on_gpu:
         placed = [] if len(ctx.gpus) == 1 else [_split_reason(ctx, params, speed)]
-        return _candidate(ctx, config, flags, plan, speed, GPU, placed, server)
+        return _candidate(ctx, config, flags, plan, speed, GPU, placed, server, effective)
     where = _fit_words(ctx, params)
     gpus = "the GPU" if len(ctx.gpus) == 1 else "the GPUs"
     why = f"{where}: est. {_tok_s(speed)} vs {_tok_s(config.upper, unit=False)} with all on {gpus}"
     why += f"; {PLACEMENT}" if base.fit else "; stated, as --fit is off"
     placed = [("-ngl auto (--fit)" if base.fit else _placement_flags(effective), why)]
-    return _candidate(ctx, config, flags, plan, speed, FIT, placed, server)
+    return _candidate(ctx, config, flags, plan, speed, FIT, placed, server, effective)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,12 @@ def ttft_seconds(r: Recommendation, workload: Workload | None) -> float | None:
     )
 
 
+def rate_text(tok_s: float) -> str:
+    """A prompt rate as a reader decides from it: whole tokens from 100 tok/s, tenths below, two figures under 1
+    (a prompt that crawls reads "0.26", never "0")."""
+    return f"{tok_s:,.0f}" if tok_s >= 100 else f"{tok_s:.1f}" if tok_s >= 1 else f"{tok_s:.2g}"
+
+
 def _slots(r: Recommendation, workload: Workload) -> int:
     """The slots serving the burst: the decode estimate's sequences (min(slots, concurrency)) say it."""
     return r.speed.sequences if r.speed is not None else min(r.flags.parallel or 1, workload.concurrency)
@@ -50,7 +56,7 @@ def ttft_words(r: Recommendation, workload: Workload | None) -> str:
     ttft = ttft_seconds(r, workload)
     slots = _slots(r, workload)
     if ttft is None:
-        return f"prefill ≈ {p.tok_s:,.0f} tok/s; first token of a queued request unknown (no decode speed)"
+        return f"prefill ≈ {rate_text(p.tok_s)} tok/s; first token of a queued request unknown (no decode speed)"
     burst = workload.concurrency
     how = (
         "alone"
@@ -60,7 +66,7 @@ def ttft_words(r: Recommendation, workload: Workload | None) -> str:
     )
     return (
         f"first token ≈ {ttft:,.1f} s for the {workload.prompt_tokens:,}-token prompt ({how}; "
-        f"prefill ≈ {p.tok_s:,.0f} tok/s, an estimate)"
+        f"prefill ≈ {rate_text(p.tok_s)} tok/s, an estimate)"
     )
 
 

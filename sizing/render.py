@@ -15,7 +15,7 @@ from .kv import FORMULA_VERSION, ServerFlags
 from .memory import COMPUTE_FORMULA
 from .placement.server import ServerPlan
 from .recommend import RANKING
-from .recommendation_facts import facts
+from .recommendation_facts import facts, rate_text
 from .report import RecordCheck, context_json, cpu_json, fit_log, model_json, outside_json, prediction_json
 from .size import Sizing
 from .weights import WeightsFigure
@@ -419,6 +419,7 @@ def prefill_view(plan: ServerPlan) -> dict[str, Any] | None:
         return None
     return {
         "tok_s": None if p.tok_s is None else round(p.tok_s, 1),
+        "tok_s_text": None if p.tok_s is None else rate_text(p.tok_s),
         "seconds": None if p.seconds is None else round(p.seconds, 3),
         "prompt_tokens": p.prompt_tokens,
         "n_ubatch": p.n_ubatch,
@@ -512,7 +513,7 @@ def server_text(view: dict[str, Any]) -> list[str]:
             lines.append(f"prefill: {pre['label']}")
         else:
             lines.append(
-                f"prefill (estimate): {pre['tok_s']:,.0f} tok/s, {pre['seconds']:,.2f} s for the "
+                f"prefill (estimate): {pre['tok_s_text']} tok/s, {pre['seconds']:,.2f} s for the "
                 f"{pre['prompt_tokens']:,}-token prompt in {pre['ubatches']} ubatch(es) of {pre['n_ubatch']} — "
                 f"{pre['label']}"
             )

@@ -187,7 +187,7 @@ def work_for(
             continue  # a lookup, not a product
         if "_exps." in name and model.n_expert:
             elements = elements * model.n_expert_used // model.n_expert
-        if len(name) and not name.endswith("_norm.weight") and ".norm" not in name:
+        if not name.endswith("_norm.weight") and ".norm" not in name:
             flop[where] += 2.0 * elements
     attention: dict[str, float] = dict.fromkeys([*names, speed.CPU], 0.0)
     nodes: dict[str, int] = dict.fromkeys([*names, speed.CPU], 0)

@@ -25,8 +25,7 @@ WORKLOAD = Workload(4362, 1738, 3)
 
 
 def gpu(gpu_id: str, name: str = "CUDA0") -> Device:
-    g = catalogue.gpus()[gpu_id]
-    return Device(name, g.name, g.memory_mib * MiB, 0, g.bandwidth)
+    return catalogue.gpus()[gpu_id].device(name)
 
 
 def model_and_tensors(model_id: str) -> tuple[object, list[placement_tensors.WeightTensor]]:
@@ -81,6 +80,10 @@ def test_devstral_on_the_5060_ti_keeps_q8_0_first_and_offers_f16_with_layers_in_
         "the KV cache lives in system RAM and the CPU runs the attention over it: est. 3.2 tok/s per request vs "
         "21.0 with it on the GPU",
     )
+    # the prompt rests on the fit's placement too: the 4 layers in RAM cross PCIe each ubatch, so it is slower
+    assert first.prefill is not None and f16.prefill is not None and f16.prefill.seconds and first.prefill.seconds
+    assert f16.prefill.seconds > first.prefill.seconds and "PCIe 4.0" in f16.prefill.inputs["efficiency"]["CPU"]
+    assert "CPU" not in first.prefill.inputs["efficiency"]
     # what the GPU holds at the fitted placement: 37 layers' weights and KV, within the fit's 1,024 MiB margin
     assert f16.plan.margin_bytes == 1024 * MiB and (f16.plan.free_after or -1) >= 0
     assert f16.plan.kv_on_gpu < f16.plan.kv_bytes and f16.plan.weights_on_gpu < (f16.plan.weights_bytes or 0)

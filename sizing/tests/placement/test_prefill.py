@@ -24,11 +24,7 @@ GPU = catalogue.gpus()["rtx-5060-ti-16gb"]
 ENTRY = catalogue.models()["devstral-small-2-24b"]
 MODEL = model_params(ENTRY.metadata)
 TENSORS = speed.catalogue_tensors(ENTRY.metadata, "Q4_K_M", **ENTRY.tensor_layout)
-CUDA0 = Device(
-    "CUDA0", GPU.name, GPU.memory_mib * 2**20, 0, GPU.bandwidth, GPU.backend,
-    None if GPU.fp32_tflops is None else GPU.fp32_tflops * 1e12,
-    None if GPU.fp16_tflops is None else GPU.fp16_tflops * 1e12,
-)  # fmt: skip
+CUDA0 = GPU.device()
 
 
 def elements() -> list[tuple[str, int, int]]:
@@ -139,3 +135,10 @@ def test_a_gpu_without_a_compute_figure_gets_no_estimate_and_says_why() -> None:
     estimate = prefill.estimate(work, prompt_tokens=100, n_ubatch=512, cpu_flops=1e12)
     assert estimate.tok_s is None and estimate.unknown == ["CUDA0"]
     assert estimate.label == "no estimate: the compute peak (FP16 matrix or FP32) or the bandwidth of CUDA0 is unknown"
+
+
+@pytest.mark.parametrize(("tok_s", "text"), [(862.09, "862"), (1234.5, "1,234"), (14.04, "14.0"), (0.2567, "0.26")])
+def test_a_prompt_rate_keeps_its_figures_however_slow(tok_s: float, text: str) -> None:
+    from sizing.recommendation_facts import rate_text
+
+    assert rate_text(tok_s) == text
