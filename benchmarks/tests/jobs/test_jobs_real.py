@@ -64,8 +64,11 @@ def test_auto_slots_with_a_shared_pool_fail_all_three_requests_together(
 
 
 def test_per_slot_kv_succeeds_and_client_tok_s_matches_the_server(llama_server_binary, tiny_models, worker):
-    # 1365 cells per slot >= 1300 per request. A long decode (1000 tokens, seconds) keeps the
-    # client's clock, which also times delivery, within 5% of the server's on a busy machine.
+    # 1365 cells per slot >= 1300 per request. The client's clock also times delivery, so on a
+    # busy machine (2 cores shared with the server, the worker and the database) it reads up to
+    # some 10% slower than the server's own, never faster: the bounds are one-sided. A client
+    # rate from the wrong span (with the TTFT, or the wave's clock) or counting events rather
+    # than tokens is off by far more.
     flags = ["-c", "4096", "-np", "3", "--no-kv-unified"]
     with live_llama_server(llama_server_binary, tiny_models["llama"], flags) as url:
         job = wait_for(submit(register(url, "llama-server " + " ".join(flags)), prompt_tokens=300, n_predict=1000))
@@ -76,7 +79,7 @@ def test_per_slot_kv_succeeds_and_client_tok_s_matches_the_server(llama_server_b
         assert request.http_status == 200 and request.output_tokens == 1000 and request.prompt_tokens == 300
         assert request.ttft_s is not None and request.ttft_s < request.elapsed_s
         client, server_rate = request.extra["client_tok_s"], request.tok_s
-        assert abs(client - server_rate) / server_rate < 0.05, (client, server_rate)
+        assert 0.85 * server_rate < client < 1.02 * server_rate, (client, server_rate)
     assert run.throughput_tok_s and run.throughput_tok_s > 0
 
 
