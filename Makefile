@@ -16,22 +16,22 @@ test: setup $(VENV)/.dev-installed
 	$(BIN)/ruff format --check .
 	$(BIN)/python manage.py makemigrations --check --dry-run
 	$(BIN)/mypy
-	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest
+	KVLAB_LLAMA_BENCH="$$(scripts/build-llama-server.sh --bench)" KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest
 
 # The same suite on PostgreSQL (Debian's postgresql, started and given a kvlab role).
 test-postgres: setup $(VENV)/.dev-installed
 	scripts/ensure-redis.sh
 	scripts/ensure-chromium.sh
-	DATABASE_URL="$$(scripts/ensure-postgres.sh)" KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest
+	DATABASE_URL="$$(scripts/ensure-postgres.sh)" KVLAB_LLAMA_BENCH="$$(scripts/build-llama-server.sh --bench)" KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest
 
 # The oracle tests alone: kvlab's predictions against a real llama-server's log and llama-fit-params.
 test-oracle: setup $(VENV)/.dev-installed
-	KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest -m llama_server
+	KVLAB_LLAMA_BENCH="$$(scripts/build-llama-server.sh --bench)" KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest -m llama_server
 
 # The oracle tests with -nr forced into every llama-server and llama-fit-params they start (the CPU's
 # AMX / CPU_REPACK buffer types off everywhere; kvlab predicts the same).
 test-oracle-nr: setup $(VENV)/.dev-installed
-	KVLAB_ORACLE_NO_REPACK=1 KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest -m llama_server sizing/tests
+	KVLAB_ORACLE_NO_REPACK=1 KVLAB_LLAMA_BENCH="$$(scripts/build-llama-server.sh --bench)" KVLAB_LLAMA_SERVER="$$(scripts/build-llama-server.sh)" KVLAB_LLAMA_FIT_PARAMS="$$(scripts/build-llama-server.sh --fit-params)" $(BIN)/pytest -m llama_server sizing/tests
 
 # The same oracle tests on another CPU: llama.cpp built as for a CPU with AVX2 and no AVX-512 or AMX
 # (another ~9 minutes the first time), so CPU_REPACK, not AMX, takes the weights (x86 only).

@@ -63,6 +63,13 @@ def user_client(user: User) -> Client:
 
 
 @pytest.fixture
+def staff_client(db: None) -> Client:
+    client = Client()
+    client.force_login(User.objects.create_user("ops", password="a-long-test-password", is_staff=True))
+    return client
+
+
+@pytest.fixture
 def csrf_client(user: User) -> Client:
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)

@@ -1,7 +1,7 @@
 """How work reaches a worker: each task sent by its pinned name (the names the beat schedule uses too).
 
-The jobs, the sweeps and the derived tables enqueue through here; the tasks module imports them to
-do the work, so nothing here imports it back.
+The jobs, the sweeps, the host calibrations and the derived tables enqueue through here; the tasks module
+imports them to do the work, so nothing here imports it back.
 """
 
 from __future__ import annotations
@@ -14,10 +14,11 @@ from django.db import transaction
 from kvlab.celery import app
 
 if TYPE_CHECKING:
-    from .models import Job, Sweep
+    from .models import HostCalibration, Job, Sweep
 
 RUN_BENCHMARK_JOB = "benchmarks.tasks.run_benchmark_job"
 RUN_SWEEP = "benchmarks.tasks.run_sweep"
+RUN_HOST_CALIBRATION = "benchmarks.tasks.run_host_calibration"
 CATCH_UP_DERIVED = "benchmarks.tasks.catch_up_derived"
 
 
@@ -31,6 +32,12 @@ def sweep(sweep: Sweep) -> None:
     """Send the sweep to its launch host's queue once the transaction that created it commits."""
     queue = sweep.host.celery_queue
     transaction.on_commit(lambda: app.send_task(RUN_SWEEP, args=[sweep.pk], queue=queue))
+
+
+def calibration(calibration: HostCalibration) -> None:
+    """Send a host calibration to its launch host's queue once the transaction that created it commits."""
+    queue = calibration.host.celery_queue
+    transaction.on_commit(lambda: app.send_task(RUN_HOST_CALIBRATION, args=[calibration.pk], queue=queue))
 
 
 def catch_up_derived() -> None:

@@ -29,9 +29,17 @@ def run_sweep(sweep_id: int) -> str:
 
 @shared_task(name="benchmarks.tasks.reap_stale_sweeps")
 def reap_stale_sweeps() -> list[int]:
+    """Sweeps and host calibrations whose worker was lost (both run on launch hosts)."""
     from .sweeps import lifecycle
 
-    return lifecycle.reap_stale_sweeps()
+    return lifecycle.reap_stale_sweeps() + lifecycle.reap_stale_calibrations()
+
+
+@shared_task(name="benchmarks.tasks.run_host_calibration", acks_late=True, reject_on_worker_lost=False)
+def run_host_calibration(calibration_id: int) -> str:
+    from .sweeps import calibration
+
+    return calibration.run_calibration(calibration_id, worker=run_host_calibration.request.hostname or "")
 
 
 @shared_task(name="benchmarks.tasks.catch_up_derived")

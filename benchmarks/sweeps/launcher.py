@@ -139,7 +139,11 @@ def _healthy(base_url: str) -> bool:
 
 def stop(server: LaunchedServer, grace_s: float = 10) -> None:
     """Stop the child and its process group: SIGTERM, then SIGKILL."""
-    process = server.process
+    stop_group(server.process, grace_s)
+
+
+def stop_group(process: subprocess.Popen[bytes], grace_s: float = 10) -> None:
+    """Stop a child started with _die_with_parent (its own session) and its group: SIGTERM, then SIGKILL."""
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)

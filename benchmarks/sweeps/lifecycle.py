@@ -15,7 +15,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from .. import enqueue
-from ..models import Job, LaunchHost, Sweep, SweepConfig
+from ..models import HostCalibration, Job, LaunchHost, Sweep, SweepConfig
 
 
 def create_sweep(
@@ -58,3 +58,12 @@ def reap_stale_sweeps(max_silence_s: int | None = None) -> list[int]:
             )
             reaped.append(pk)
     return reaped
+
+
+def reap_stale_calibrations(max_silence_s: int | None = None) -> list[int]:
+    """Fail running host calibrations whose worker stopped beating (it beats while llama-bench runs)."""
+    silence = timedelta(seconds=max_silence_s if max_silence_s is not None else settings.KVLAB_JOB_STALE_S)
+    cutoff = timezone.now() - silence
+    stale = HostCalibration.objects.filter(state=HostCalibration.State.RUNNING, heartbeat_at__lt=cutoff)
+    error = "the worker stopped sending heartbeats (killed or lost) while llama-bench ran"
+    return [pk for pk, beat in stale.values_list("pk", "heartbeat_at") if HostCalibration.fail_silent(pk, beat, error)]

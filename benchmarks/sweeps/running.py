@@ -36,12 +36,7 @@ def run_sweep(sweep_id: int, worker: str = "") -> str:
         return Sweep.objects.filter(pk=sweep_id).values_list("state", flat=True).first() or "missing"
     sweep = Sweep.objects.select_related("host").get(pk=sweep_id)
     try:
-        machine = worker_host.current()  # this worker's own settings, not the database's
-        if machine.name != sweep.host.name:
-            raise worker_host.NotLaunchable(
-                f"the sweep is for host {sweep.host.name} but reached the worker on {machine.name} "
-                f"(queue {sweep.host.celery_queue}): start that host's worker with its own queue"
-            )
+        machine = worker_host.for_host(sweep.host, "sweep")
         binary = machine.binary(sweep.binary)
         model = machine.model(sweep.model_file)
         with model.open("rb") as fh:

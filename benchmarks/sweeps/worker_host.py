@@ -176,6 +176,17 @@ def current() -> LaunchConfig:
     return config
 
 
+def for_host(host: LaunchHost, what: str) -> LaunchConfig:
+    """This worker's own settings (never the database's), refusing work meant for another host's worker."""
+    machine = current()
+    if machine.name != host.name:
+        raise NotLaunchable(
+            f"the {what} is for host {host.name} but reached the worker on {machine.name} "
+            f"(queue {host.celery_queue}): start that host's worker with its own queue"
+        )
+    return machine
+
+
 def list_models(config: LaunchConfig) -> list[dict[str, object]]:
     """The .gguf files in the model directories (first directory wins a name), at most 500."""
     found: dict[str, int] = {}

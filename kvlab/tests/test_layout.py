@@ -154,7 +154,7 @@ def node_of(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] not in ("benchmarks", "sizing", "kvlab"):
         return None
-    if parts[0] == "benchmarks" and len(parts) >= 3 and parts[2] in ("views", "regression_views"):
+    if parts[0] == "benchmarks" and len(parts) >= 3 and (parts[2] == "views" or parts[2].endswith("_views")):
         return VIEWS
     for flat in FLAT_MODULES:
         if module == flat or module.startswith(flat + "."):

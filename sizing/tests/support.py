@@ -98,6 +98,12 @@ def llama_fit_params_binary() -> Path:
     return _built_binary("KVLAB_LLAMA_FIT_PARAMS", ["--fit-params"], "llama-fit-params")
 
 
+@pytest.fixture(scope="session")
+def llama_bench_binary() -> Path:
+    """llama-bench, built beside llama-server (a host's calibration runs the one beside its server)."""
+    return _built_binary("KVLAB_LLAMA_BENCH", ["--bench"], "llama-bench")
+
+
 # KVLAB_ORACLE_NO_REPACK=1 (make test-oracle-nr): every llama-server and llama-fit-params the oracle
 # tests start gets -nr, whatever else it is given — the CPU's extra buffer types off everywhere.
 FORCED_FLAGS = ["-nr"] if os.environ.get("KVLAB_ORACLE_NO_REPACK") == "1" else []

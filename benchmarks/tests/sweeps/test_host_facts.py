@@ -9,8 +9,6 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
-from django.contrib.auth.models import User
-from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
@@ -369,13 +367,6 @@ def test_the_facts_note_says_where_the_sizing_values_came_from(tmp_path):
 
 
 # --- /hosts/ ------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def staff_client(db):
-    client = Client()
-    client.force_login(User.objects.create_user("ops", password="a-long-test-password", is_staff=True))
-    return client
 
 
 def page_of(response) -> str:

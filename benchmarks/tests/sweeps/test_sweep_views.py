@@ -1,8 +1,6 @@
 """Launch hosts and sweeps: staff only, and no flag set kvlab would not model."""
 
 import pytest
-from django.contrib.auth.models import User
-from django.test import Client
 from django.urls import reverse
 
 from benchmarks.models import LaunchHost, Sweep, SweepConfig
@@ -11,13 +9,6 @@ from benchmarks.sweeps.results import config_rows
 from benchmarks.tests.builders import announced_host
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def staff_client(db):
-    client = Client()
-    client.force_login(User.objects.create_user("ops", password="a-long-test-password", is_staff=True))
-    return client
 
 
 @pytest.fixture
