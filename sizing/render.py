@@ -521,13 +521,19 @@ def server_text(view: dict[str, Any]) -> list[str]:
     if measured and measured.get("runs"):
         for run in measured["runs"]:
             lines.append(
-                f"  measured: {run['label']} {run['measured']:,.2f} tok/s (kvlab's estimate for its flags "
+                f"  measured: {run['label']} ({run.get('what', 'decode')}) {run['measured']:,.2f} tok/s (kvlab's "
+                "estimate for its flags "
                 f"{run['estimate']:,.2f}, ratio {run['ratio']:.2f})"
             )
         if measured.get("ratio") is not None:
             lines.append(
                 f"  calibrated: {measured['calibrated_tok_s']:,.2f} tok/s (the estimate × {measured['ratio']:.2f}, "
                 f"{_n(measured['n'], 'run')} with the KV {measured['placement']})"
+            )
+        if measured.get("calibrated_prefill_tok_s") is not None:
+            lines.append(
+                f"  prefill calibrated: {measured['calibrated_prefill_tok_s']:,.0f} tok/s (the prefill estimate × "
+                f"{measured['prefill_ratio']:.2f}, {_n(measured['prefill_n'], 'prompt-processing run')})"
             )
     if view["log"]:
         lines.append(f"the fit's log ({view['log_note']}):")

@@ -43,16 +43,27 @@ def _kv_place(flags: ServerFlags) -> str:
     return "on the GPU" if flags.kv_offload else "in system RAM"
 
 
+def prompt_rate(run: Run) -> float | None:
+    """A prompt-processing test's measured tok/s (llama-bench's pp N: N prompt tokens, no output; its
+    summary's rate is the prompt's), or None for any other run."""
+    rate = (run.summary or {}).get("total_tok_s")
+    if run.tool != "llama-bench" or not run.prompt_tokens_max or run.n_predict_max or not rate:
+        return None
+    return float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
+
+
 def measured_speed(inputs: SizingInputs, result: Sizing, runs: list[Run]) -> dict[str, object] | None:
     """The measured decode tok/s of the history's runs of this model and GPU beside kvlab's estimate for each
     run's own flags and workload (speed.calibrate: measured / estimate), and the estimate calibrated by the
-    median ratio of the runs that kept the KV where this configuration does."""
+    median ratio of the runs that kept the KV where this configuration does; prompt-processing runs
+    (llama-bench's pp, a host calibration's) likewise beside the prefill estimate, calibrating it."""
     server = result.server
     if server is None or server.speed is None or server.speed.tok_s is None or len(inputs.devices) != 1:
         return None
     rows = []
     for run in runs:
-        if not run.tok_s_mean or (inputs.quant and quant_in_file_name(run.model) not in ("", inputs.quant)):
+        prompt = prompt_rate(run)
+        if not (run.tok_s_mean or prompt) or (inputs.quant and quant_in_file_name(run.model) not in ("", inputs.quant)):
             continue
         flags = flags_from_run(run)
         workload = Workload(run.prompt_tokens_max or 1, max(0, run.n_predict_max or 0), run.concurrency or 1)
@@ -71,10 +82,14 @@ def measured_speed(inputs: SizingInputs, result: Sizing, runs: list[Run]) -> dic
             )
         except (ValueError, ArithmeticError):
             continue
-        speed = theirs.server.speed if theirs.server else None
-        if speed is None or speed.tok_s is None:
-            continue
-        ratio = calibrate(speed.tok_s, [run.tok_s_mean])
+        plan = theirs.server
+        if prompt:
+            estimate = plan.prefill.tok_s if plan and plan.prefill else None
+            measured, what = prompt, f"prefill, {run.prompt_tokens_max:,}-token prompt"
+        else:
+            estimate = plan.speed.tok_s if plan and plan.speed else None
+            measured, what = float(run.tok_s_mean or 0), "decode"
+        ratio = calibrate(estimate, [measured]) if estimate else None
         if ratio is None:
             continue
         rows.append(
@@ -82,8 +97,10 @@ def measured_speed(inputs: SizingInputs, result: Sizing, runs: list[Run]) -> dic
                 "pk": run.pk,
                 "label": run.label or run.key,
                 "key": run.key,
-                "measured": round(run.tok_s_mean, 2),
-                "estimate": round(speed.tok_s, 2),
+                "what": what,
+                "prefill": bool(prompt),
+                "measured": round(measured, 2),
+                "estimate": round(estimate or 0, 2),
                 "ratio": round(ratio, 3),
                 "kv": _kv_place(flags),
             }
@@ -91,9 +108,12 @@ def measured_speed(inputs: SizingInputs, result: Sizing, runs: list[Run]) -> dic
     if not rows:
         return None
     place = _kv_place(result.flags)
-    alike = [r["ratio"] for r in rows if r["kv"] == place]
+    alike = [r["ratio"] for r in rows if r["kv"] == place and not r["prefill"]]
     ratio = statistics.median(alike) if alike else None
     calibrated = server.speed.calibrated(ratio, len(alike)) if ratio else None
+    prompts = [r["ratio"] for r in rows if r["prefill"]]
+    prefill_ratio = statistics.median(prompts) if prompts else None
+    prefill = server.prefill.tok_s if server.prefill else None
     return {
         "runs": rows,
         "placement": place,
@@ -101,6 +121,9 @@ def measured_speed(inputs: SizingInputs, result: Sizing, runs: list[Run]) -> dic
         "n": len(alike),
         "calibrated_tok_s": None if calibrated is None or calibrated.tok_s is None else round(calibrated.tok_s, 2),
         "label": "" if calibrated is None else calibrated.label,
+        "prefill_ratio": prefill_ratio,
+        "prefill_n": len(prompts),
+        "calibrated_prefill_tok_s": round(prefill * prefill_ratio, 1) if prefill and prefill_ratio else None,
     }
 
 

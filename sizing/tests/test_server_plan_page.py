@@ -5,6 +5,7 @@ measured runs beside it, in the page, a shared snapshot and the plain-text repor
 from __future__ import annotations
 
 import html
+import json
 import re
 from typing import Any
 
@@ -239,9 +240,65 @@ def test_measured_runs_of_the_same_model_and_gpu_sit_beside_the_estimate(
     with django_assert_max_num_queries(12):
         body = page(client, query)
     assert "Measured beside the estimate" in body
-    assert re.search(r"c3p-single</small></td><td>on the GPU</td><td class=\"num\">25.70</td>", body)
-    assert re.search(r"orig-single</small></td><td>in system RAM</td><td class=\"num\">5.84</td>", body)
+    assert re.search(r"c3p-single</small></td><td>decode</td><td>on the GPU</td><td class=\"num\">25.70</td>", body)
+    assert re.search(r"orig-single</small></td><td>decode</td><td>in system RAM</td><td class=\"num\">5.84</td>", body)
     assert "Calibrated:" in body and "the median ratio of 2 runs with the KV on the GPU" in body
+
+
+def llama_bench_line(n_prompt: int, n_gen: int, samples_ns: list[int], test_time: str) -> str:
+    """One test as llama-bench b5163 prints it with -o jsonl (the fields its README example has)."""
+    tokens = n_prompt + n_gen
+    ts = [1e9 * tokens / ns for ns in samples_ns]
+    mean_ns = sum(samples_ns) // len(samples_ns)
+    return json.dumps({
+        "build_commit": "8cf427ff", "build_number": 5163, "cpu_info": "AMD Ryzen 7 7800X3D 8-Core Processor",
+        "gpu_info": "NVIDIA GeForce RTX 4080", "backends": "CUDA",
+        "model_filename": "models/Qwen2.5-7B-Instruct-Q4_K_M.gguf", "model_type": "qwen2 7B Q4_K - Medium",
+        "model_size": 4677120000, "model_n_params": 7615616512, "n_batch": 2048, "n_ubatch": 512, "n_threads": 8,
+        "type_k": "f16", "type_v": "f16", "n_gpu_layers": 99, "split_mode": "layer", "main_gpu": 0,
+        "no_kv_offload": False, "flash_attn": False, "n_prompt": n_prompt, "n_gen": n_gen, "n_depth": 0,
+        "test_time": test_time, "avg_ns": mean_ns, "stddev_ns": 0, "avg_ts": sum(ts) / len(ts), "stddev_ts": 0.0,
+        "samples_ns": samples_ns, "samples_ts": ts,
+    })  # fmt: skip
+
+
+def test_a_llama_bench_prompt_test_sits_beside_the_prefill_estimate_and_calibrates_it(client, user_client, tmp_path):
+    from benchmarks.history.importer import import_path
+
+    results = tmp_path / "bench.jsonl"
+    results.write_text(
+        llama_bench_line(512, 0, [70_000_000, 71_000_000], "2025-04-24T11:58:50Z") + "\n"
+        + llama_bench_line(0, 128, [1_067_000_000, 1_069_000_000], "2025-04-24T11:58:53Z") + "\n"
+    )  # fmt: skip
+    assert import_path(results, origin="command").status == "imported"
+    body = page(client, {"model": "qwen2.5-7b", "quant": "Q4_K_M", "gpu": "rtx-4080", "ctx_size": 4096,
+                         "parallel": 1, "prompt_tokens": 2048, "output_tokens": 100})  # fmt: skip
+    number = r'<td class="num">([\d.]+)</td>'
+    row = r"pp512</a> <small>[^<]*</small></td><td>prefill, 512-token prompt</td><td>on the GPU</td>"
+    pp = re.search(row + number * 3, body)
+    assert pp, body[body.find("Measured beside") :][:1500]
+    measured, estimate, ratio = (float(g) for g in pp.groups())
+    assert measured == pytest.approx(512e9 / 70_500_000, rel=1e-3)  # llama-bench's mean of the two rates
+    assert ratio == pytest.approx(measured / estimate, abs=0.01)
+    tg = re.search(
+        r"tg128</a> <small>[^<]*</small></td><td>decode</td><td>on the GPU</td><td class=\"num\">([\d.]+)", body
+    )
+    assert tg and float(tg.group(1)) == pytest.approx(128e9 / 1_068_000_000, rel=2e-3)
+    # the decode calibration rests on the tg run alone, the prefill's on the pp run alone
+    assert "the median ratio of 1 run with the KV on the GPU" in body
+    page_prefill = float(re.search(r'<p class="prefill"><strong>([\d,.]+) tok/s', body).group(1).replace(",", ""))
+    calibrated = float(re.search(r"Prefill calibrated: ([\d,]+) tok/s", body).group(1).replace(",", ""))
+    assert calibrated == pytest.approx(page_prefill * ratio, rel=0.01)
+    assert "the median ratio of 1 prompt-processing run." in body
+    # a shared snapshot's text says the same
+    query = "model=qwen2.5-7b&quant=Q4_K_M&gpu=rtx-4080&ctx_size=4096&parallel=1&prompt_tokens=2048&output_tokens=100"
+    user_client.post(reverse("sizing-share"), {"query": query})
+    report = SizingSnapshot.objects.get().report_text
+    assert f"measured: pp512 (prefill, 512-token prompt) {measured:,.2f} tok/s" in report
+    assert (
+        f"prefill calibrated: {calibrated:,.0f} tok/s (the prefill estimate × {ratio:.2f}, 1 prompt-processing run)"
+        in report
+    )
 
 
 def test_the_page_costs_the_same_however_long_the_history(client, investigation, django_assert_num_queries):
