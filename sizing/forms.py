@@ -26,6 +26,8 @@ from .models import GgufHead
 from .parsers import (
     DEFAULT_RAM_GBPS,
     GPU_FIELDS,
+    MAX_CPU_CORES,
+    MAX_CPU_GHZ,
     MAX_GBPS,
     MAX_GPU_VALUES,
     MAX_NUMBER_CHARS,
@@ -202,6 +204,14 @@ class SizingForm(forms.Form):
         label="host CPU (blank: unknown)",
         widget=forms.TextInput(attrs={"placeholder": "avx512+amx, avx2, arm… or llama.cpp's system_info line"}),
     )
+    cpu_cores = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_CPU_CORES, label="CPU cores (blank: 8)",
+        help_text="Physical cores: with the clock and the CPU's SIMD, the arithmetic peak of what runs on the CPU.",
+    )  # fmt: skip
+    cpu_ghz = forms.FloatField(
+        required=False, min_value=0.1, max_value=MAX_CPU_GHZ, label="CPU clock (GHz, blank: 3.5)",
+        widget=forms.NumberInput(attrs={"step": "any", "min": 0.1, "max": MAX_CPU_GHZ}),
+    )  # fmt: skip
     prompt_tokens = forms.IntegerField(required=False, min_value=1, max_value=MAX_CTX, label="p95 prompt tokens")
     output_tokens = forms.IntegerField(required=False, min_value=0, max_value=MAX_CTX, label="p95 output tokens")
     # 4 × LLAMA_MAX_SEQ: more requests than slots only queue, and a measured run can have waited on that many.

@@ -15,7 +15,7 @@ from django import forms
 from django.http import QueryDict
 
 from . import catalogue
-from .placement.cpu import Cpu, CpuSpecError, parse_cpu
+from .placement.cpu import Cpu, CpuSpecError, flop_per_cycle, parse_cpu
 from .placement.speed import DEFAULT_HOST_BANDWIDTH, DEFAULT_HOST_BANDWIDTH_SOURCE
 from .placement.types import MAX_DEVICES, Device, Host, MiB
 
@@ -36,6 +36,8 @@ MAX_RAM_MIB = 16 * 1024 * 1024  # 16 TiB
 # Bandwidth in GB/s: 0.1 is below the slowest RAM a model runs from (a Pi Zero's LPDDR2 gives ~1 GB/s)
 # and keeps the tok/s estimate finite; 100,000 is 12 times B200's HBM3e (8 TB/s).
 MIN_GBPS, MAX_GBPS = 0.1, 100_000.0
+MAX_CPU_CORES, MAX_CPU_GHZ = 1024, 10.0
+DEFAULT_CPU_CORES, DEFAULT_CPU_GHZ = 8, 3.5  # speed.DEFAULT_CPU_FLOPS's desktop
 MAX_NUMBER_CHARS = 64  # a number typed in a field: longer is never valid, and is not echoed back
 # The repeated per-GPU query parameters, aligned by position: gpu=ID&gpu_mib=&gpu_used=&gpu_gbps=
 GPU_FIELDS = ("gpu", "gpu_mib", "gpu_used", "gpu_gbps")
@@ -208,13 +210,26 @@ def parse_host(data: dict[str, Any], local_cpu: Cpu | None = None) -> tuple[Host
     llama.cpp keeps weights in RAM: sizing.placement.cpu), when given. `local_cpu`: the CPU kvsize read
     from this machine (--cpu host), which no query string can name."""
     ram_mib, gbps, cpu_text = data.get("ram_mib"), data.get("ram_gbps"), (data.get("cpu") or "").strip()
+    cores, ghz = data.get("cpu_cores"), data.get("cpu_ghz")
     try:
         cpu = parse_cpu(cpu_text) if cpu_text else local_cpu
     except CpuSpecError as exc:
         raise forms.ValidationError({"cpu": f"Host CPU: {exc}"}) from None
-    if ram_mib is None and gbps is None and cpu is None:
+    if ram_mib is None and gbps is None and cpu is None and cores is None and ghz is None:
         return None, f"default: {DEFAULT_HOST_BANDWIDTH_SOURCE}"
     total = (ram_mib or 0) * MiB
+    flops, flops_source = cpu_peak(cpu, cores, ghz)
     return Host(
-        total, total, None if gbps is None else gbps * 1e9, cpu=cpu
+        total, total, None if gbps is None else gbps * 1e9, cpu=cpu, flops=flops, flops_source=flops_source
     ), "given" if gbps else f"default: {DEFAULT_HOST_BANDWIDTH_SOURCE}"
+
+
+def cpu_peak(cpu: Cpu | None, cores: int | None, ghz: float | None) -> tuple[float | None, str]:
+    """The CPU's FP32 FMA peak from its cores and clock (either given; the other at the default desktop's)
+    and its SIMD (cpu.flop_per_cycle), with how it was counted; (None, "") when neither is given."""
+    if cores is None and ghz is None:
+        return None, ""
+    n, clock = cores or DEFAULT_CPU_CORES, ghz or DEFAULT_CPU_GHZ
+    per_cycle, why = flop_per_cycle(cpu)
+    assumed = "" if cores and ghz else f"; {'the clock' if cores else 'the cores'} assumed"
+    return n * clock * 1e9 * per_cycle, f"{n} cores × {clock:g} GHz × {per_cycle} FLOP/cycle: {why}{assumed}"

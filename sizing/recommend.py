@@ -32,10 +32,10 @@ from .placement.fit import PATTERN_MOE_ALL, describe_overrides
 from .placement.prefill import PrefillEstimate
 from .placement.server import ServerPlan, approximate, flags_after, plan_server
 from .placement.speed import (
-    DEFAULT_CPU_FLOPS,
     SpeedEstimate,
     approximate_tensors,
     approximate_weights_bytes,
+    cpu_flops,
     estimate,
 )
 from .placement.tensors import WeightTensor
@@ -143,7 +143,11 @@ class _Context:
             prompt = max(1, self.workload.prompt_tokens)
             work = prefill.work_for(self.model, key, devices=self.speed_gpus, tensors=rows, prompt_tokens=prompt)
             self.prefills[key] = prefill.estimate(
-                work, prompt_tokens=prompt, n_ubatch=key.n_ubatch, cpu_flops=DEFAULT_CPU_FLOPS
+                work,
+                prompt_tokens=prompt,
+                n_ubatch=key.n_ubatch,
+                cpu_flops=cpu_flops(self.host)[0],
+                cpu_source=cpu_flops(self.host)[1],
             )
         return self.prefills[key]
 
@@ -164,6 +168,7 @@ class _Context:
             concurrency=self.workload.concurrency,
             tensors=self.named,
             weights_bytes=None if self.named is not None else self.read_weights,
+            cpu=cpu_flops(self.host),
         )
 
     def measure(self, params: Params, swa_full: bool) -> list[Usage]:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import urlencode
 
+from sizing.parsers import MAX_CPU_CORES
 from sizing.placement.cpu import cpuinfo_model, from_cpuinfo
 
 FACTS_VERSION = 1
@@ -87,7 +88,26 @@ def read_cpu(cpuinfo: str) -> dict[str, Any]:
     """The CPU's model name and the llama.cpp features a native build enables on it (sizing's reading)."""
     text = _bounded(cpuinfo, MAX_PROC_BYTES)
     cpu = from_cpuinfo(text)
-    return {"model": clean(cpuinfo_model(text)), "features": sorted(cpu.features), "label": cpu.label}
+    return {
+        "model": clean(cpuinfo_model(text)), "features": sorted(cpu.features), "label": cpu.label,
+        "physical_cores": physical_cores(text),
+    }  # fmt: skip
+
+
+def physical_cores(cpuinfo: str) -> int | None:
+    """The cores (not SMT threads: they share a core's FMA units) in /proc/cpuinfo: its distinct
+    (physical id, core id) pairs; None where it does not say (ARM's cpuinfo lists processors only)."""
+    pairs, physical = set(), "0"
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip()
+        if key == "physical id":
+            physical = value.strip()[:16]
+        elif key == "core id":
+            pairs.add((physical, value.strip()[:16]))
+            if len(pairs) > 1 << 16:
+                return None
+    return len(pairs) or None
 
 
 def read_cores(cpu_count: int | None, affinity: int | None) -> dict[str, int | None]:
@@ -374,6 +394,7 @@ class HostFacts:
     cpu_label: str = ""
     cores: int | None = None
     usable_cores: int | None = None
+    physical_cores: int | None = None
     ram_total_bytes: int | None = None
     ram_available_bytes: int | None = None
     gpus: tuple[Gpu, ...] = ()
@@ -413,6 +434,7 @@ class HostFacts:
             cpu_label=clean(cpu.get("label", "")),
             cores=_int(cpu.get("cores"), 1),
             usable_cores=_int(cpu.get("usable_cores"), 1),
+            physical_cores=_int(cpu.get("physical_cores"), 1),
             ram_total_bytes=_int(ram.get("total_bytes")),
             ram_available_bytes=_int(ram.get("available_bytes")),
             gpus=gpus,
@@ -467,7 +489,8 @@ class AnnouncedHost(Protocol):
 
 def sizing_query(host: AnnouncedHost) -> list[tuple[str, str]]:
     """The sizing page's query for this host: `gpu_mib` (total) then `gpu_used` (total - free), whole
-    MiB, one of each per GPU in NVML's order; `ram_mib` (total); `cpu` (`cpu_spec`); `host` (its id).
+    MiB, one of each per GPU in NVML's order; `ram_mib` (total); `cpu` (`cpu_spec`); `cpu_cores` (its
+    physical cores, at most the usable CPUs); `host` (its id).
     A value the host did not announce is left out (a GPU with an unknown free memory: no `gpu_used`
     for any, so the lists stay in step)."""
     return _query(HostFacts.from_json(host.facts), host.pk)
@@ -482,6 +505,9 @@ def _query(facts: HostFacts, pk: Any) -> list[tuple[str, str]]:
         query.append(("ram_mib", str(facts.ram_total_mib)))
     if facts.cpu_spec:
         query.append(("cpu", facts.cpu_spec))
+    if facts.physical_cores:  # the cores a server started here may use: its affinity caps them
+        cores = min(facts.physical_cores, facts.usable_cores or facts.physical_cores, MAX_CPU_CORES)
+        query.append(("cpu_cores", str(cores)))
     query.append(("host", str(pk)))
     return query
 

@@ -145,6 +145,21 @@ class Cpu:
         return text if self.repack else text + " (build without REPACK)"
 
 
+def flop_per_cycle(cpu: Cpu | None) -> tuple[int, str]:
+    """A core's FP32 FMA peak per cycle from its widest SIMD (two FMA units, 2 FLOP a lane), and why.
+
+    AVX-512: 2 × 16 lanes × 2 = 64 (Intel's cores with two 512-bit FMA units; one unit, or Zen 4's
+    double-pumped 256-bit ones, reach half); AVX2: 2 × 8 × 2 = 32; NEON: 2 × 4 × 2 = 16, or SVE's width.
+    A CPU not given counts as AVX2's, the usual x86 desktop and server."""
+    if cpu is not None and cpu.has("AVX512"):
+        return 64, "AVX-512's two 16-wide FP32 FMA units; one unit, or Zen 4's, reaches half"
+    if cpu is not None and cpu.has("SVE") and cpu.sve_bits > 128:
+        return 2 * (cpu.sve_bits // 32) * 2, f"SVE {cpu.sve_bits}'s two {cpu.sve_bits // 32}-wide FP32 FMA units"
+    if cpu is not None and cpu.has("NEON") and not cpu.has("AVX2"):
+        return 16, "NEON's two 4-wide FP32 FMA units"
+    return 32, "AVX2's two 8-wide FP32 FMA units" + ("" if cpu is not None else ", the CPU's SIMD not given")
+
+
 def parse_cpu(spec: str) -> Cpu:
     """A preset joined by '+' (`avx512+amx`, `arm+i8mm`), llama.cpp's own system_info line, or a
     comma list of its feature names (`AVX2,AVX512`). `host` is the caller's to resolve."""

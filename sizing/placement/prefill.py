@@ -90,9 +90,10 @@ def _gpu_rate(d: Device) -> tuple[float, efficiency.Efficiency | None, str]:
 
 
 def prefill_seconds(
-    work: Sequence[DeviceWork], *, prompt_tokens: int, n_ubatch: int, cpu_flops: float
+    work: Sequence[DeviceWork], *, prompt_tokens: int, n_ubatch: int, cpu_flops: float, cpu_source: str = ""
 ) -> tuple[float | None, list[str], dict[str, str]]:
-    """Seconds for a prompt, the devices whose figures are missing, and each device's factors' source."""
+    """Seconds for a prompt, the devices whose figures are missing, and each device's factors' source
+    (`cpu_source`: how the CPU's FLOP rate was counted)."""
     tokens = max(1, prompt_tokens)
     ubatch = max(1, min(n_ubatch, tokens))
     n_ubatches = -(-tokens // ubatch)
@@ -109,8 +110,14 @@ def prefill_seconds(
             else:
                 total += products / cpu_flops
             total += w.attention_flop / cpu_flops  # the CPU attends over a KV in RAM
-            used["CPU"] = f"CPU {cpu_flops / 1e12:.2f} TFLOP/s" + (
-                f"; its weights' products on {gpus[0].name} after crossing {PCIE_SOURCE}" if offload and rate else ""
+            used["CPU"] = (
+                f"CPU {cpu_flops / 1e12:.2f} TFLOP/s"
+                + (f" ({cpu_source})" if cpu_source else "")
+                + (
+                    f"; its weights' products on {gpus[0].name} after crossing {PCIE_SOURCE}"
+                    if offload and rate
+                    else ""
+                )
             )
             continue
         d = w.device
@@ -140,8 +147,12 @@ def attention_flop(prompt_tokens: int, depth: int, heads_x_head: Sequence[int], 
     return total
 
 
-def estimate(work: Sequence[DeviceWork], *, prompt_tokens: int, n_ubatch: int, cpu_flops: float) -> PrefillEstimate:
-    seconds, unknown, used = prefill_seconds(work, prompt_tokens=prompt_tokens, n_ubatch=n_ubatch, cpu_flops=cpu_flops)
+def estimate(
+    work: Sequence[DeviceWork], *, prompt_tokens: int, n_ubatch: int, cpu_flops: float, cpu_source: str = ""
+) -> PrefillEstimate:
+    seconds, unknown, used = prefill_seconds(
+        work, prompt_tokens=prompt_tokens, n_ubatch=n_ubatch, cpu_flops=cpu_flops, cpu_source=cpu_source
+    )
     if unknown:
         label = (
             f"no estimate: the compute peak (FP16 matrix or FP32) or the bandwidth of {', '.join(unknown)} is unknown"

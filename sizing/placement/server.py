@@ -245,6 +245,7 @@ def plan_server(
         concurrency=concurrency,
         host=host if host.bandwidth else None,
         tensors=named,
+        cpu=speed.cpu_flops(host),
     )
     if prompt_tokens > 0:  # without a workload there is no prompt to estimate
         # the approximation's rows are i8 of their bytes: their weights at Q4_K's 4.5 bits each
@@ -253,7 +254,8 @@ def plan_server(
             prefill.work_for(model, plan.flags, devices=used, tensors=elements, prompt_tokens=prompt_tokens),
             prompt_tokens=prompt_tokens,
             n_ubatch=plan.flags.n_ubatch,
-            cpu_flops=speed.DEFAULT_CPU_FLOPS,
+            cpu_flops=speed.cpu_flops(host)[0],
+            cpu_source=speed.cpu_flops(host)[1],
         )
     return plan
 

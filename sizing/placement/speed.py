@@ -59,6 +59,15 @@ DEFAULT_HOST_BANDWIDTH_SOURCE = "dual-channel DDR4-3200: 2 channels × 8 bytes �
 DEFAULT_CPU_FLOPS = 8 * 3.5e9 * 32
 DEFAULT_CPU_FLOPS_SOURCE = "FMA peak of an 8-core AVX2 CPU at 3.5 GHz (8 × 3.5 GHz × 32 FLOP/cycle)"
 CPU = "CPU"
+
+
+def cpu_flops(host: Host | None) -> tuple[float, str]:
+    """The CPU's FP32 peak the estimates use, and its source: the host's when given, else DEFAULT_CPU_FLOPS."""
+    if host is not None and host.flops:
+        return host.flops, host.flops_source or "given"
+    return DEFAULT_CPU_FLOPS, DEFAULT_CPU_FLOPS_SOURCE
+
+
 # What moving a layer's attention to the CPU costs beyond its bytes: llama.cpp PR 4812 measured llama 7B
 # Q4_0 (32 layers) on an RTX 3090 Ti at tg 128 — a context of at most 128 cells, so the attention itself
 # is negligible — at 127.43 tok/s with the KV on the GPU and 59.99 with -nkvo: (1/59.99 - 1/127.43) / 32
@@ -402,10 +411,11 @@ def estimate(
     host: Host | None = None,
     tensors: Sequence[tuple[str, int]] | None = None,
     weights_bytes: int | None = None,
-    cpu_flops: float = DEFAULT_CPU_FLOPS,
+    cpu: tuple[float, str] = (DEFAULT_CPU_FLOPS, DEFAULT_CPU_FLOPS_SOURCE),
 ) -> SpeedEstimate:
     """Decode tok/s for a workload: each sequence at prompt + output/2 cells (the mean over its tokens);
-    min(slots, concurrency) sequences decoding at once."""
+    min(slots, concurrency) sequences decoding at once. `cpu`: the CPU's FP32 peak and its source
+    (`cpu_flops`)."""
     context = prompt_tokens + output_tokens // 2
     sequences = max(1, min(layout.n_parallel, concurrency))
     locations = locations_for(
@@ -417,11 +427,11 @@ def estimate(
         "weights": "per-tensor layout" if tensors is not None else "total spread over the layers (approximation)",
         "host_bandwidth": host_bandwidth or DEFAULT_HOST_BANDWIDTH,
         "host_bandwidth_source": "given" if host_bandwidth else DEFAULT_HOST_BANDWIDTH_SOURCE,
-        "cpu_flops_source": DEFAULT_CPU_FLOPS_SOURCE if cpu_flops == DEFAULT_CPU_FLOPS else "given",
+        "cpu_flops_source": cpu[1],
         "handoff_source": HANDOFF_SOURCE,
         "cpu_kv_traffic": CPU_KV_TRAFFIC,
     }
-    return decode_speed(locations, sequences=sequences, cpu_flops=cpu_flops, inputs=inputs)
+    return decode_speed(locations, sequences=sequences, cpu_flops=cpu[0], inputs=inputs)
 
 
 def catalogue_tensors(metadata: Mapping[str, Any], quant: str, **layout: Any) -> list[tuple[str, int]]:

@@ -42,13 +42,16 @@ class Device:
 
 @dataclass(frozen=True)
 class Host:
-    """System RAM: the CPU device's total and free memory, its bandwidth for the speed estimate, and
-    the CPU's features (sizing.placement.cpu; None: not given, and no extra buffer type is assumed)."""
+    """System RAM: the CPU device's total and free memory, its bandwidth for the speed estimate, the
+    CPU's features (sizing.placement.cpu; None: not given, and no extra buffer type is assumed) and its
+    arithmetic peak for the work it keeps (attention over a KV in RAM, products of weights in RAM)."""
 
     total: int
     free: int
     bandwidth: float | None = None
     cpu: Cpu | None = None
+    flops: float | None = None  # the CPU's FP32 FMA peak (cores × clock × FLOP per cycle); None: not given
+    flops_source: str = ""
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ OPTION_OF_FIELD = {
     "ram_gbps": "--ram-gbps",
     "backend": "--backend",
     "cpu": "--cpu",
+    "cpu_cores": "--cpu-cores",
+    "cpu_ghz": "--cpu-ghz",
     "prompt_tokens": "--prompt-tokens",
     "output_tokens": "--output-tokens",
     "concurrency": "--concurrency",
@@ -146,6 +148,8 @@ class Command(BaseCommand):
             "(host: this machine's /proc/cpuinfo), llama.cpp feature names (AVX2+AVX512) or its system_info line; "
             "unknown if not given",
         )
+        parser.add_argument("--cpu-cores", help="the host CPU's physical cores, for its arithmetic peak (default 8)")
+        parser.add_argument("--cpu-ghz", help="the host CPU's clock in GHz, for its arithmetic peak (default 3.5)")
         parser.add_argument("--prompt-tokens", help="p95 prompt tokens of the workload")
         parser.add_argument("--output-tokens", help="p95 output tokens of the workload")
         parser.add_argument("--concurrency", help="requests in flight at once (default 1, or the run's)")
@@ -214,6 +218,8 @@ class Command(BaseCommand):
             "ram_gbps": o["ram_gbps"],
             "backend": o["backend"],
             "cpu": None if (o["cpu"] or "").strip() == "host" else o["cpu"],
+            "cpu_cores": o["cpu_cores"],
+            "cpu_ghz": o["cpu_ghz"],
             "prompt_tokens": o["prompt_tokens"],
             "output_tokens": o["output_tokens"],
             "concurrency": o["concurrency"],
