@@ -108,6 +108,22 @@ def flop_per_token(row: dict[str, Any], shape: Shape) -> float:
     return 2.0 * (params - (0 if shape.tied else shape.n_vocab * shape.n_embd))
 
 
+def activations_per_token(row: dict[str, Any], shape: Shape) -> float:
+    """prefill.activation_bytes over the layers, the FFN's width from the parameter count the row gives (a
+    MoE's routed rows, n_expert_used × n_ff_exp, from its active parameters): what is left after the
+    embedding and the attention's products, over the FFN's three products a layer."""
+    embd, layers = shape.n_embd, shape.n_layer
+    q_rows, kv_rows = shape.n_head * shape.head, shape.n_head_kv * shape.head
+    embedding = shape.n_vocab * embd * (1 if shape.tied else 2)
+    attention = embd * (2 * q_rows + 2 * kv_rows)
+    params = (shape.active_b if shape.n_expert and shape.active_b else row["params_b"] or shape.total_b) * 1e9
+    ffn_rows = max(0.0, (params - embedding - layers * attention) / (3 * layers * embd))
+    per_layer = prefill.activation_bytes(
+        embd, q_rows, kv_rows, ffn_rows, n_expert=shape.n_expert, n_expert_used=shape.n_expert_used
+    )
+    return layers * per_layer
+
+
 def kv_bytes_per_cell(shape: Shape) -> int:
     return shape.kv_layers * 2 * shape.n_head_kv * shape.head * 2  # f16 K and V
 
@@ -225,7 +241,8 @@ class Case:
             self.backend,
             "prefill",
             self.tokens / self.row["tok_s"],
-            n_ubatches * self.row["size_gib"] * GiB / self.bandwidth,
+            (n_ubatches * self.row["size_gib"] * GiB + self.tokens * activations_per_token(self.row, self.shape))
+            / self.bandwidth,
             n_ubatches * self.nodes,
             flop / self.fp32_flops if self.gpu and self.fp32_flops else 0.0,
             flop / self.fp16_flops if self.fp16_flops else 0.0,
@@ -259,7 +276,7 @@ class Case:
                         BACKENDS[self.row["backend"]], self.fp32_flops, self.fp16_flops, self.gpu.vendor)  # fmt: skip
         work = prefill.DeviceWork(
             device, flop_per_token(self.row, self.shape), self._attention(), int(self.row["size_gib"] * GiB),
-            self.nodes,
+            self.nodes, activations_per_token(self.row, self.shape),
         )  # fmt: skip
         return prefill.estimate([work], prompt_tokens=self.tokens, n_ubatch=self.ubatch, cpu_flops=1.0).tok_s
 

@@ -97,6 +97,6 @@ def test_no_held_out_decode_row_is_off_by_more_than_two_times(scored: list[dict[
     assert max(held_out(scored, "decode")) <= 1.0
 
 
-@pytest.mark.xfail(strict=True, reason="prefill's held-out median is 42 %: MoE and Vulkan rows are overestimated")
 def test_prefill_on_the_held_out_gpus_meets_the_median(scored: list[dict[str, Any]]) -> None:
+    # 23.7 % since the activations' bytes are counted (42.4 % without: MoE rows 1.6-2.6x too fast)
     assert statistics.median(held_out(scored, "prefill")) <= 0.25

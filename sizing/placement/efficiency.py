@@ -11,13 +11,16 @@ Per backend, never per GPU or per model:
   NODES_DENSE, NODES_MOE). This is what makes a 1B model far slower than its bytes say: its 16 layers ×
   19 nodes cost as much as its 0.6 GiB.
 * ``tensor``: what a prefill's matrix products reach, as a share of the GPU's dense FP16 matrix peak
-  (tensor cores, WMMA, XMX: the catalogue's ``fp16_tflops``) — the class of GPUs with matrix units;
+  (tensor cores, WMMA, XMX: the catalogue's ``fp16_tflops``) — the class of GPUs with matrix units. It may
+  pass 1: llama.cpp multiplies quantized weights on the int8 matrix units (CUDA's MMQ, int8 mma), whose peak
+  is twice the FP16 one, so its ceiling is 2;
 * ``matmul``: the same as a multiple of the FP32 vector peak, for the class without a matrix figure (Pascal,
   RDNA2, Apple's GPUs before M5: their products run on the vector units).
 
 The figures are *derived*, not looked up: `derive` solves, per backend, the least squares of the relative
 error of `seconds = bytes / (bandwidth × peak) + nodes × node_s` (decode) and then
-`seconds = FLOP / (matmul × FP32 peak) + bytes / (bandwidth × peak) + nodes × node_s` (prefill) over the
+`seconds = FLOP / (matmul × FP32 peak) + bytes / (bandwidth × peak) + nodes × node_s` (prefill, its bytes
+the weights once per ubatch and each token's activations: sizing.placement.prefill.activation_bytes) over the
 public llama-bench rows of the *derivation* GPUs only — per backend, the catalogue GPU with the most rows
 (bench/speed_accuracy.py DERIVATION). Every other GPU's rows are held out: bench/speed_accuracy.py reports
 the error on those, and benchmarks/tests/test_speed_accuracy_bench.py checks the constants below are what
@@ -79,8 +82,8 @@ EFFICIENCY: dict[str, Efficiency] = {
         backend="cuda",
         bandwidth=0.814,
         node_s=2.92e-06,
-        matmul=1.823,
-        tensor=0.971,
+        matmul=2.427,
+        tensor=1.344,
         rows=22,
         derived_from=("dgx-spark-gb10-128gb", "jetson-agx-orin-64gb", "rtx-4080", "rtx-4090"),
     ),
@@ -88,7 +91,7 @@ EFFICIENCY: dict[str, Efficiency] = {
         backend="metal",
         bandwidth=0.898,
         node_s=8.25e-06,
-        matmul=0.688,
+        matmul=0.714,
         tensor=0.0,
         rows=30,
         derived_from=(
@@ -105,20 +108,20 @@ EFFICIENCY: dict[str, Efficiency] = {
         backend="rocm",
         bandwidth=0.874,
         node_s=9.43e-06,
-        matmul=0.565,
+        matmul=0.608,
         tensor=0.0,
         rows=12,
         derived_from=("radeon-8060s-strix-halo-128gb",),
     ),
     "sycl": Efficiency(
-        backend="sycl", bandwidth=0.634, node_s=0.0, matmul=2.535, tensor=0.0, rows=6, derived_from=("arc-b580",)
+        backend="sycl", bandwidth=0.634, node_s=0.0, matmul=3.025, tensor=0.0, rows=6, derived_from=("arc-b580",)
     ),
     "vulkan": Efficiency(
         backend="vulkan",
         bandwidth=0.404,
         node_s=0.0,
-        matmul=1.614,
-        tensor=0.71,
+        matmul=2.031,
+        tensor=1.529,
         rows=15,
         derived_from=("arc-a770-16gb", "radeon-8060s-strix-halo-128gb", "rtx-2070", "rtx-3090", "rtx-4090"),
     ),
@@ -126,8 +129,8 @@ EFFICIENCY: dict[str, Efficiency] = {
         backend="vulkan-nvidia",
         bandwidth=0.425,
         node_s=0.0,
-        matmul=1.838,
-        tensor=0.704,
+        matmul=2.345,
+        tensor=1.424,
         rows=12,
         derived_from=("rtx-2070", "rtx-3090", "rtx-4090"),
     ),

@@ -7,9 +7,13 @@ A prompt of P tokens runs in ubatches of ``-ub`` tokens (llama_context::decode).
   plus the attention's 4 × heads × head size FLOP per cell attended (a token at position p attends p + 1
   cells of each layer with a KV cache, a sliding window at most its window);
 * reads every weight once (a ubatch of hundreds of tokens touches nearly every expert, too);
+* writes each token's intermediate tensors (f32: the norms, Q, K, V, the attention's output, the FFN's gate,
+  up and GLU rows, each routed expert's rows and its weighted output, the residual adds) and reads them back
+  (`activation_bytes`): the element-wise kernels between the products are bound by these bytes, and a MoE
+  layer has n_expert_used times a dense layer's rows for far fewer FLOP;
 * runs every node of the graph once.
 
-    seconds = FLOP / (matmul × FP32 peak) + bytes / (bandwidth × peak bandwidth) + nodes × node_s
+    seconds = FLOP / (matmul × FP32 peak) + (weights + activations) / (bandwidth × peak bandwidth) + nodes × node_s
 
 with the backend's factors (sizing.placement.efficiency: the FP16 matrix peak where the GPU has matrix units
 and the catalogue a figure, else the FP32 peak: derived per backend from public llama-bench
@@ -52,6 +56,7 @@ class DeviceWork:
     attention_flop: float  # for the whole prompt (grows with its square)
     weight_bytes: int
     nodes: int
+    activation_bytes: float = 0.0  # per token: its intermediate tensors written and read back
 
 
 @dataclass(frozen=True)
@@ -127,8 +132,32 @@ def prefill_seconds(
             continue
         total += (w.flop_per_token * tokens + w.attention_flop) / rate
         total += n_ubatches * (w.weight_bytes / (eff.bandwidth * d.bandwidth) + w.nodes * eff.node_s)
+        total += tokens * w.activation_bytes / (eff.bandwidth * d.bandwidth)
         used[d.name] = eff.source + (f" ({why})" if why else "")
     return (None if unknown else total), unknown, used
+
+
+F32 = 4
+
+
+def activation_bytes(
+    n_embd: int, q_rows: int, kv_rows: int, ffn_rows: float, *, n_expert: int = 0, n_expert_used: int = 0
+) -> float:
+    """The bytes one token's intermediate tensors of one layer take, written once and read back once (f32).
+
+    Attention: its norm, Q (q_rows), K and V (kv_rows each), the attention's output (q_rows), the output
+    product and the residual add (n_embd each). A dense FFN: its norm, gate, up and GLU rows (ffn_rows each),
+    the down product and the add. A MoE FFN (n_expert > 0; ffn_rows: n_expert_used × n_ff_exp): its norm,
+    the router's logits and probabilities (n_expert each), the gate, up and GLU rows, each used expert's
+    down product and its weighted copy (n_embd each), the adds that sum them and the residual add
+    (llm_graph_context::build_moe_ffn)."""
+    rows = 3 * n_embd + 2 * q_rows + 2 * kv_rows
+    if n_expert:
+        used = max(1, n_expert_used)
+        rows += n_embd + 2 * n_expert + 3 * ffn_rows + 2 * used * n_embd + (used - 1) * n_embd + n_embd
+    else:
+        rows += 3 * n_embd + 3 * ffn_rows
+    return 2.0 * F32 * rows
 
 
 def attention_flop(prompt_tokens: int, depth: int, heads_x_head: Sequence[int], window: Sequence[int]) -> float:
@@ -202,17 +231,32 @@ def work_for(
             flop[where] += 2.0 * elements
     attention: dict[str, float] = dict.fromkeys([*names, speed.CPU], 0.0)
     nodes: dict[str, int] = dict.fromkeys([*names, speed.CPU], 0)
+    activations: dict[str, float] = dict.fromkeys([*names, speed.CPU], 0.0)
     per_layer = efficiency.nodes_per_layer(model.n_expert, model.n_expert_used)
     for il in range(model.n_layer_all):
         where = device_of(il)
         nodes[where] += per_layer
+        activations[where] += _layer_activations(model, il)
         if model.kv_layers and il < len(model.kv_layers) and model.kv_layers[il]:
             window = model.n_swa if model.is_swa[il] else 0
             hh = model.n_head[il] * model.head_k(il)
             attention[where if flags.kv_offload else speed.CPU] += attention_flop(prompt_tokens, depth, [hh], [window])
     by_name = {d.name: d for d in devices}
     return [
-        DeviceWork(by_name.get(name), flop[name], attention[name], read[name], nodes[name])
+        DeviceWork(by_name.get(name), flop[name], attention[name], read[name], nodes[name], activations[name])
         for name in [*names, speed.CPU]
         if read[name] or attention[name]
     ]
+
+
+def _layer_activations(model: ModelParams, il: int) -> float:
+    """`activation_bytes` of layer il of a model (its routed experts' rows where it has experts)."""
+    n_head = model.n_head[il] if il < len(model.n_head) else 0
+    n_head_kv = model.n_head_kv[il] if il < len(model.n_head_kv) else 0
+    q_rows, kv_rows = n_head * model.head_k(il), n_head_kv * model.head_k(il)
+    n_ff = model.n_ff[il] if il < len(model.n_ff) else 0
+    if model.n_expert and model.n_expert_used:
+        routed = model.n_expert_used * (model.n_ff_exp or n_ff)
+        return activation_bytes(model.n_embd, q_rows, kv_rows, routed, n_expert=model.n_expert,
+                                n_expert_used=model.n_expert_used)  # fmt: skip
+    return activation_bytes(model.n_embd, q_rows, kv_rows, n_ff)

@@ -64,13 +64,27 @@ def test_a_prompt_pays_its_products_its_attention_and_a_read_of_the_weights_per_
     assert work.weight_bytes == sum(size for _, size in TENSORS) and work.nodes == 40 * efficiency.NODES_DENSE
     heads = MODEL.n_head[0] * MODEL.head_k(0)
     assert work.attention_flop == pytest.approx(40 * 4 * heads * 1000 * 1001 / 2)
+    # each token writes and reads back (f32) its norms, Q, K, V, attention output, products and FFN rows
+    e, q, kv, ff = MODEL.n_embd, heads, MODEL.n_head_kv[0] * MODEL.head_k(0), MODEL.n_ff[0]
+    assert work.activation_bytes == 40 * 2 * 4 * (3 * e + 2 * q + 2 * kv + 3 * e + 3 * ff)
     cuda = efficiency.EFFICIENCY["cuda"]
     one = prefill.prefill_seconds([work], prompt_tokens=1000, n_ubatch=512, cpu_flops=1.0)[0]
     rate = cuda.tensor * CUDA0.fp16_flops if CUDA0.fp16_flops and cuda.tensor else cuda.matmul * (CUDA0.fp32_flops or 0)
-    expected = (work.flop_per_token * 1000 + work.attention_flop) / rate + 2 * (
-        work.weight_bytes / (cuda.bandwidth * (CUDA0.bandwidth or 0)) + work.nodes * cuda.node_s
+    bandwidth = cuda.bandwidth * (CUDA0.bandwidth or 0)
+    expected = (
+        (work.flop_per_token * 1000 + work.attention_flop) / rate
+        + 2 * (work.weight_bytes / bandwidth + work.nodes * cuda.node_s)
+        + 1000 * work.activation_bytes / bandwidth
     )
     assert one == pytest.approx(expected)
+
+
+def test_a_moe_layer_moves_its_used_experts_rows_for_few_flop() -> None:
+    dense = prefill.activation_bytes(2048, 4096, 512, 6144)
+    moe = prefill.activation_bytes(2048, 4096, 512, 8 * 768, n_expert=128, n_expert_used=8)
+    # the same FFN rows (8 × 768 = 6,144), but the router's 2 × 128, each used expert's down product and its
+    # weighted copy (2 × 8 × 2,048) and the 7 adds that sum them, for the dense FFN's one down product
+    assert moe - dense == 2 * 4 * (2 * 128 + 2 * 8 * 2048 + 7 * 2048 - 2048)
 
 
 def test_kv_in_ram_moves_the_attention_to_the_cpu_and_weights_in_ram_cross_pcie_per_ubatch() -> None:
