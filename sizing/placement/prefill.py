@@ -151,7 +151,7 @@ def activation_bytes(
     the router's logits and probabilities (n_expert each), the gate, up and GLU rows, each used expert's
     down product and its weighted copy (n_embd each), the adds that sum them and the residual add
     (llm_graph_context::build_moe_ffn)."""
-    rows = 3 * n_embd + 2 * q_rows + 2 * kv_rows
+    rows: float = 3 * n_embd + 2 * q_rows + 2 * kv_rows
     if n_expert:
         used = max(1, n_expert_used)
         rows += n_embd + 2 * n_expert + 3 * ffn_rows + 2 * used * n_embd + (used - 1) * n_embd + n_embd
